@@ -1,0 +1,34 @@
+"""Keep API keys out of log lines, exception texts and reprs.
+
+The Nineninesix key travels in the WebSocket URL (``?api_key=``) by spec, so any text that may hold a URL goes
+through :func:`redact` before it is logged or put into an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_QUERY_KEY = re.compile(r"(?i)((?:api_key|token|key)=)[^&\s'\"]+")
+_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]+")
+_SK996 = re.compile(r"sk_996_[A-Za-z0-9_\-]+")
+
+MASK = "***"
+
+
+def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
+    """Return ``str(text)`` with every secret and every key-looking URL parameter masked."""
+    s = str(text)
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            s = s.replace(secret, MASK)
+    s = _QUERY_KEY.sub(lambda m: m.group(1) + MASK, s)
+    s = _BEARER.sub(lambda m: m.group(1) + MASK, s)
+    return _SK996.sub(MASK, s)
+
+
+def mask_key(key: str | None) -> str:
+    """A repr-safe stand-in for a key: never more than its first 7 characters."""
+    if not key:
+        return "None"
+    return repr(key[:7] + "…")

@@ -1,0 +1,95 @@
+"""The provider-neutral turn interface that the framework adapters are written against.
+
+A *turn* is one utterance of the agent (one LLM response, or one ``TTSSpeakFrame``). The adapters in
+``ttsbridge.pipecat`` and ``livekit.plugins.*`` only ever see these two classes, so the framework logic is
+written once per framework and the protocol once per provider:
+
+    turn = await provider.open_turn(sample_rate=24000)
+    await turn.send("Hello there. ")      # any number of times, as sentences are released
+    await turn.end()                      # no more text for this turn
+    async for pcm in turn:                # PCM16 little-endian mono at turn.sample_rate
+        ...
+    # on barge-in, from another task:
+    await turn.cancel()                   # after this returns the iterator yields nothing more and stops
+
+Iteration raises a :class:`ttsbridge.errors.TTSBridgeError` subclass when the turn fails; it never hangs
+(every wait inside a provider is bounded). Audio is already decoded (G.711 -> PCM16) and resampled to the
+rate the turn was opened with; the resampler tail is flushed when the turn completes, and no empty chunk is
+ever yielded.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from typing import Any
+
+
+class Turn(abc.ABC):
+    """One utterance on the provider: one Nineninesix context, or one Kitta session."""
+
+    #: Provider-side id of the turn (Nineninesix ``context_id``, Kitta ``request_id``). Stable for the turn's
+    #: life; a provider that transparently retries on a fresh id updates it.
+    id: str
+    #: Sample rate of the PCM16 the iterator yields.
+    sample_rate: int
+
+    @abc.abstractmethod
+    async def send(self, text: str) -> None:
+        """Queue text (usually one sentence) for synthesis. More may follow."""
+
+    @abc.abstractmethod
+    async def end(self) -> None:
+        """No more text: the server completes the turn once the queued text has rendered."""
+
+    @abc.abstractmethod
+    async def cancel(self) -> None:
+        """Barge-in. Stop generation now; no audio of this turn is yielded after this returns.
+
+        Idempotent, never raises for a turn that already finished or failed, and bounded in time.
+        """
+
+    @abc.abstractmethod
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        """PCM16 LE mono chunks at :attr:`sample_rate`, in order, until the turn is done or cancelled."""
+
+    @property
+    @abc.abstractmethod
+    def audio_started(self) -> bool:
+        """True once any audio of this turn was yielded (after that, a turn must never be replayed)."""
+
+    @property
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """True once the turn has finished, failed or been cancelled."""
+
+    @property
+    def characters_sent(self) -> int:
+        """Characters of text sent for this turn (for usage metrics)."""
+        return 0
+
+
+class TurnProvider(abc.ABC):
+    """Opens turns on one provider. Owns connections (pooled, reused across turns) and options."""
+
+    #: Short provider name (``"nineninesix"``, ``"kitta"``), used in logs and metrics.
+    provider: str = ""
+
+    @abc.abstractmethod
+    async def open_turn(self, *, sample_rate: int, **overrides: Any) -> Turn:
+        """Open a new turn whose audio comes out at ``sample_rate``.
+
+        ``overrides`` are provider option fields (``voice``, ``model``, ``language``...) for this turn only.
+        Raises :class:`ttsbridge.errors.TTSInvalidOptionError` for a bad override before any I/O.
+        """
+
+    @abc.abstractmethod
+    def update_options(self, **options: Any) -> None:
+        """Change options for turns opened from now on. Validated at once."""
+
+    async def prewarm(self) -> None:  # noqa: B027 - optional hook
+        """Open what the next turn will need (a connection, a standby session) ahead of time."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Close every connection; open turns fail with a connection error."""
