@@ -87,6 +87,22 @@ class TurnProvider(abc.ABC):
     def update_options(self, **options: Any) -> None:
         """Change options for turns opened from now on. Validated at once."""
 
+    async def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
+        """One-shot synthesis of a whole text, streamed as it is generated (PCM16 at ``sample_rate``).
+
+        The default runs one turn; providers with a better one-shot transport (Nineninesix ``POST /tts/sse``)
+        override it. Used by LiveKit's ``ChunkedStream`` and Pipecat's HTTP service.
+        """
+        turn = await self.open_turn(sample_rate=sample_rate, **overrides)
+        try:
+            await turn.send(text)
+            await turn.end()
+            async for pcm in turn:
+                yield pcm
+        finally:
+            if not turn.done:
+                await turn.cancel()
+
     async def prewarm(self) -> None:  # noqa: B027 - optional hook
         """Open what the next turn will need (a connection, a standby session) ahead of time."""
 
