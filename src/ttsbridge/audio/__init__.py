@@ -1,10 +1,14 @@
 """Pure audio path: G.711 codecs, streaming resampling, framing, WAV and analysis helpers.
 
-All PCM is 16-bit signed little-endian mono ``bytes``.
+All PCM is 16-bit signed little-endian mono ``bytes``. Functions that take PCM16 as whole samples raise
+``ValueError`` on an odd byte count; the streaming classes (``StreamResampler``, ``AudioFramer``) carry an
+odd trailing byte to the next call instead.
 """
 
 from __future__ import annotations
 
+from ttsbridge.audio.analysis import dominant_frequency, rms, tone
+from ttsbridge.audio.framing import AudioFramer, iter_frames, pcm_duration
 from ttsbridge.audio.g711 import (
     ENCODINGS,
     alaw_decode,
@@ -15,15 +19,25 @@ from ttsbridge.audio.g711 import (
     ulaw_encode,
 )
 from ttsbridge.audio.resample import StreamResampler, resample_oneshot
+from ttsbridge.audio.wav import read_wav, wav_bytes, write_wav
 
 __all__ = [
     "ENCODINGS",
+    "AudioFramer",
     "StreamResampler",
     "alaw_decode",
     "alaw_encode",
     "decode_to_pcm16",
+    "dominant_frequency",
     "encode_from_pcm16",
+    "iter_frames",
+    "pcm_duration",
+    "read_wav",
     "resample_oneshot",
+    "rms",
+    "tone",
     "ulaw_decode",
     "ulaw_encode",
+    "wav_bytes",
+    "write_wav",
 ]
