@@ -1,0 +1,44 @@
+"""Validated options: a pydantic base whose validation errors become :class:`TTSInvalidOptionError`."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ttsbridge.errors import TTSInvalidOptionError
+
+
+def invalid_option_from(
+    exc: ValidationError, allowed_by_field: dict[str, Any] | None = None
+) -> TTSInvalidOptionError:
+    """The first error of a ValidationError, as a TTSInvalidOptionError naming field, value, allowed."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err.get("loc", ())) or "options"
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    allowed: Any = (allowed_by_field or {}).get(field) or ctx.get("expected") or err.get("msg", "")
+    if err.get("type") == "extra_forbidden":
+        allowed = "a known option name"
+    return TTSInvalidOptionError(field, value, allowed)
+
+
+class StrictOptions(BaseModel):
+    """Options model: unknown fields and bad values raise TTSInvalidOptionError at construction."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    #: field name -> human-readable allowed values, for error texts
+    _allowed: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise invalid_option_from(exc, type(self)._allowed) from None
+
+    def updated(self, **changes: Any) -> StrictOptions:
+        """A validated copy with ``changes`` applied (None values are ignored)."""
+        data = self.model_dump()
+        data.update({k: v for k, v in changes.items() if v is not None})
+        return type(self)(**data)

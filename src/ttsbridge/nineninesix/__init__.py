@@ -1,0 +1,32 @@
+"""Nineninesix (Cartesia-compatible) TTS: wire models, sans-I/O protocol, WebSocket and HTTP clients."""
+
+from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
+from ttsbridge.nineninesix.http import NineninesixHTTP
+from ttsbridge.nineninesix.models import (
+    DEFAULT_BASE_URL,
+    ENCODINGS,
+    MODELS,
+    SAMPLE_RATES,
+    NineninesixOptions,
+    OutputFormat,
+)
+from ttsbridge.nineninesix.protocol import ERROR_CATALOG, ContextState, ErrorEffect, NineninesixProtocol
+from ttsbridge.nineninesix.provider import NineninesixTurn, NineninesixTurnProvider
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "ENCODINGS",
+    "ERROR_CATALOG",
+    "MODELS",
+    "SAMPLE_RATES",
+    "ContextState",
+    "ErrorEffect",
+    "NineninesixClient",
+    "NineninesixContext",
+    "NineninesixHTTP",
+    "NineninesixOptions",
+    "NineninesixProtocol",
+    "NineninesixTurn",
+    "NineninesixTurnProvider",
+    "OutputFormat",
+]

@@ -1,0 +1,258 @@
+"""Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: what the framework adapters use.
+
+One turn = one server context on a pooled connection. The turn decodes G.711, resamples from the wire rate
+to the caller's rate (asking the server for that rate when the API has it), flushes the resampler tail at
+``done``, and retries ``concurrent_limit`` on a fresh ``context_id`` (replaying the turn's text) as long as no
+audio was delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.errors import TTSAPIError, TTSBridgeError
+from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
+from ttsbridge.nineninesix.http import NineninesixHTTP
+from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
+from ttsbridge.turns import Turn, TurnProvider
+
+logger = logging.getLogger("ttsbridge.nineninesix")
+
+
+class NineninesixTurn(Turn):
+    """One turn over one context (a fresh one per ``concurrent_limit`` retry)."""
+
+    def __init__(
+        self,
+        provider: NineninesixTurnProvider,
+        options: NineninesixOptions,
+        output_format: OutputFormat,
+        sample_rate: int,
+    ) -> None:
+        self._provider = provider
+        self._options = options
+        self._format = output_format
+        self.sample_rate = sample_rate
+        self._resampler = StreamResampler(output_format.sample_rate, sample_rate)
+        self._ctx: NineninesixContext | None = None
+        self._texts: list[str] = []
+        self._ended = False
+        self._cancelled = False
+        self._done = False
+        self._audio_started = False
+        self._lock = asyncio.Lock()
+        self._chars = 0
+        self.retries = 0
+
+    def __repr__(self) -> str:
+        return f"NineninesixTurn(id={self.id!r}, rate={self.sample_rate}, done={self._done})"
+
+    async def _open(self) -> None:
+        o = self._options
+        self._ctx = await self._provider.client.open_context(
+            self._format, model=o.model, voice=o.voice, language=o.language
+        )
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        return self._ctx.id if self._ctx else ""
+
+    @property
+    def context(self) -> NineninesixContext | None:
+        return self._ctx
+
+    @property
+    def audio_started(self) -> bool:
+        return self._audio_started
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def characters_sent(self) -> int:
+        return self._chars
+
+    async def send(self, text: str) -> None:
+        if self._done or self._cancelled:
+            raise TTSBridgeError(f"turn {self.id} is over; no more text can be sent")
+        if self._ended:
+            raise TTSBridgeError(f"turn {self.id} was ended; no more text can be sent")
+        if not text.strip():
+            return  # the server trims transcripts: an empty one is only useful as an end marker
+        async with self._lock:
+            self._texts.append(text)
+            self._chars += len(text)
+            await self._forward(lambda ctx: ctx.send(text))
+
+    async def end(self) -> None:
+        if self._ended or self._done or self._cancelled:
+            return
+        async with self._lock:
+            self._ended = True
+            await self._forward(lambda ctx: ctx.end())
+
+    async def _forward(self, op: Any) -> None:
+        ctx = self._ctx
+        assert ctx is not None
+        if ctx.error is not None and self._retry_possible(ctx.error):
+            return  # the iterator will replay everything on a fresh context
+        try:
+            await op(ctx)
+        except TTSBridgeError as exc:
+            if self._retry_possible(exc):
+                return
+            raise
+
+    def _retry_possible(self, err: BaseException) -> bool:
+        return (
+            isinstance(err, TTSAPIError)
+            and err.error_code == "concurrent_limit"
+            and not self._audio_started
+            and not self._cancelled
+            and self.retries < self._provider.concurrent_limit_retries
+        )
+
+    async def cancel(self) -> None:
+        if self._cancelled or self._done:
+            self._cancelled = True
+            return
+        self._cancelled = True
+        self._done = True
+        self._resampler.reset()
+        if self._ctx is not None:
+            await self._ctx.cancel()
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        while True:
+            ctx = self._ctx
+            assert ctx is not None
+            try:
+                async for pcm in ctx:
+                    if self._cancelled:
+                        return
+                    out = self._resampler.process(pcm)
+                    if out:
+                        self._audio_started = True
+                        yield out
+                if self._cancelled:
+                    return
+                tail = self._resampler.flush()
+                self._done = True
+                if tail:
+                    self._audio_started = True
+                    yield tail
+                return
+            except TTSBridgeError as exc:
+                if not self._retry_possible(exc):
+                    self._done = True
+                    raise
+                await self._retry(exc)
+
+    async def _retry(self, exc: TTSBridgeError) -> None:
+        self.retries += 1
+        delay = self._provider.retry_backoff * (2 ** (self.retries - 1)) * (0.5 + random.random())
+        logger.info(
+            "nineninesix: %s on context %s; retrying the turn on a fresh context in %.2fs (%d/%d)",
+            getattr(exc, "error_code", exc),
+            self.id,
+            delay,
+            self.retries,
+            self._provider.concurrent_limit_retries,
+        )
+        await asyncio.sleep(delay)
+        async with self._lock:
+            if self._cancelled:
+                return
+            self._resampler.reset()
+            await self._open()
+            assert self._ctx is not None
+            for text in self._texts:
+                await self._ctx.send(text)
+            if self._ended:
+                await self._ctx.end()
+
+
+class NineninesixTurnProvider(TurnProvider):
+    """Turns over pooled Nineninesix WebSocket connections; one-shot synthesis over ``POST /tts/sse``.
+
+    Args:
+        api_key: the key, or None to read ``$NINENINESIX_API_KEY``.
+        base_url: one URL for HTTP and WebSocket (``https://api.nineninesix.ai``; the emulator's for tests).
+        options: model, voice, language, wire encoding and wire sample rate (validated).
+        http_session: an aiohttp session to reuse for HTTP calls.
+        concurrent_limit_retries: how often a turn is retried on a fresh context after ``concurrent_limit``.
+        client_kwargs: passed to :class:`NineninesixClient` (timeouts, ``cancel_ack``, ``max_idle``...).
+    """
+
+    provider = "nineninesix"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        options: NineninesixOptions | None = None,
+        http_session: aiohttp.ClientSession | None = None,
+        concurrent_limit_retries: int = 3,
+        retry_backoff: float = 0.2,
+        **client_kwargs: Any,
+    ) -> None:
+        self.options = options or NineninesixOptions()
+        self.client = NineninesixClient(api_key, base_url=base_url, **client_kwargs)
+        self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
+        self.concurrent_limit_retries = concurrent_limit_retries
+        self.retry_backoff = retry_backoff
+
+    def __repr__(self) -> str:
+        return f"NineninesixTurnProvider({self.client!r}, options={self.options!r})"
+
+    def _resolve(self, overrides: dict[str, Any]) -> NineninesixOptions:
+        return self.options.updated(**overrides) if overrides else self.options  # type: ignore[return-value]
+
+    async def open_turn(self, *, sample_rate: int, **overrides: Any) -> NineninesixTurn:
+        opts = self._resolve(overrides)
+        fmt = opts.output_format(sample_rate)
+        turn = NineninesixTurn(self, opts, fmt, sample_rate)
+        await turn._open()
+        return turn
+
+    def update_options(self, **options: Any) -> None:
+        self.options = self._resolve(options)
+
+    async def prewarm(self, sample_rate: int | None = None) -> None:
+        fmt = (
+            self.options.output_format(sample_rate)
+            if sample_rate
+            else OutputFormat(encoding=self.options.encoding, sample_rate=self.options.sample_rate or 22050)
+        )
+        await self.client.prewarm(fmt)
+
+    async def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
+        """``POST /tts/sse``, resampled to ``sample_rate``, yielded as events arrive."""
+        opts = self._resolve(overrides)
+        fmt = opts.output_format(sample_rate)
+        resampler = StreamResampler(fmt.sample_rate, sample_rate)
+        async for pcm in self.http.tts_sse(
+            text, fmt, model=opts.model, voice=opts.voice, language=opts.language
+        ):
+            out = resampler.process(pcm)
+            if out:
+                yield out
+        tail = resampler.flush()
+        if tail:
+            yield tail
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await self.http.aclose()
