@@ -1,13 +1,18 @@
 """Streaming and one-shot resampling of PCM16 little-endian mono bytes (libsoxr via ``soxr``).
 
-:class:`StreamResampler` wraps ``soxr.ResampleStream`` (``int16``, mono). One instance serves one stream of
-turns: :meth:`~StreamResampler.process` every chunk of a turn (state is carried across chunks, so chunk
-boundaries add no clicks), :meth:`~StreamResampler.flush` at the end of the turn to emit the filter tail, or
-:meth:`~StreamResampler.reset` to drop everything (e.g. after barge-in). After ``flush()`` or ``reset()`` the
-resampler is ready for a new turn.
+`StreamResampler` wraps ``soxr.ResampleStream`` (mono, PCM16 in and out). One instance serves one stream
+of turns: ``process()`` every chunk of a turn (state is carried across chunks, so chunk boundaries add no
+clicks), ``flush()`` at the end of the turn to emit the filter tail, or ``reset()`` to drop everything (e.g.
+after barge-in). After ``flush()`` or ``reset()`` the resampler is ready for a new turn.
 
 Chunks may have any byte length: an odd trailing byte is carried to the next ``process()`` call, and the
 output always holds whole samples (even byte count).
+
+Determinism: libsoxr's ``int16`` output path adds TPDF dither seeded from the clock and the object's address,
+so the same input gives outputs differing by up to 2 LSB from run to run. Both the streaming and one-shot
+paths therefore run soxr in ``float32`` on the int16 sample values and round/clip back to int16 here, which
+makes every turn bit-reproducible (streamed output, flushed, matches one-shot output sample for sample in
+the tests).
 """
 
 from __future__ import annotations
@@ -31,12 +36,17 @@ def _check_rate(name: str, rate: int) -> int:
     return rate
 
 
+def _to_float(pcm: bytes | bytearray | memoryview) -> np.ndarray:
+    return np.frombuffer(pcm, dtype=_PCM16).astype(np.float32)
+
+
 def _to_bytes(samples: np.ndarray) -> bytes:
-    return samples.astype(_PCM16, copy=False).tobytes()
+    """float32 samples in int16 units -> PCM16 LE bytes (round half to even, clip to int16 range)."""
+    return np.clip(np.rint(samples), -32768.0, 32767.0).astype(_PCM16).tobytes()
 
 
 class StreamResampler:
-    """Stateful PCM16 mono resampler for streamed audio, ``in_rate`` -> ``out_rate``.
+    """Stateful PCM16 mono resampler for streamed audio, ``in_rate`` -> ``out_rate`` (soxr stream).
 
     When ``in_rate == out_rate`` the resampler is a passthrough: no soxr, bytes come back as they are (an
     odd trailing byte is still carried, so output is always whole samples) and ``flush()`` returns ``b""``.
@@ -51,9 +61,14 @@ class StreamResampler:
             raise ValueError(f"unknown quality {quality!r}; allowed values: {', '.join(QUALITIES)}")
         self._quality = quality
         self._carry = b""
-        self._stream: soxr.ResampleStream | None = None
-        if in_rate != out_rate:
-            self._stream = soxr.ResampleStream(in_rate, out_rate, 1, dtype="int16", quality=quality)
+        self._stream: soxr.ResampleStream | None = self._new_stream()
+
+    def _new_stream(self) -> soxr.ResampleStream | None:
+        # A fresh stream per turn (~0.1 ms) rather than ``ResampleStream.clear()``, so that every turn
+        # starts from exactly the same state as a new resampler.
+        if self._in_rate == self._out_rate:
+            return None
+        return soxr.ResampleStream(self._in_rate, self._out_rate, 1, dtype="float32", quality=self._quality)
 
     @property
     def in_rate(self) -> int:
@@ -90,7 +105,7 @@ class StreamResampler:
             return bytes(data)
         if not data:
             return b""
-        out = self._stream.resample_chunk(np.frombuffer(data, dtype=_PCM16))
+        out = self._stream.resample_chunk(_to_float(data))
         return _to_bytes(out)
 
     def flush(self) -> bytes:
@@ -101,15 +116,15 @@ class StreamResampler:
         self._carry = b""
         if self._stream is None:
             return b""
-        out = self._stream.resample_chunk(np.zeros(0, dtype=_PCM16), last=True)
-        self._stream.clear()
+        out = self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+        self._stream = self._new_stream()
         return _to_bytes(out)
 
     def reset(self) -> None:
         """Drop all state (pending filter input/output and any carried byte), e.g. after barge-in."""
         self._carry = b""
         if self._stream is not None:
-            self._stream.clear()
+            self._stream = self._new_stream()
 
     def __repr__(self) -> str:
         return (
@@ -130,5 +145,5 @@ def resample_oneshot(pcm: bytes | bytearray | memoryview, in_rate: int, out_rate
         raise ValueError(f"PCM16 input must hold whole 2-byte samples, got {n} bytes")
     if in_rate == out_rate or n == 0:
         return bytes(pcm)
-    out = soxr.resample(np.frombuffer(pcm, dtype=_PCM16), in_rate, out_rate, quality="HQ")
+    out = soxr.resample(_to_float(pcm), in_rate, out_rate, quality="HQ")
     return _to_bytes(out)
