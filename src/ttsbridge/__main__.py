@@ -1,0 +1,3 @@
+from ttsbridge.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,266 @@
+"""The ``ttsbridge`` command: speak text offline, run the emulator, run the Pipecat demo, list voices."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ttsbridge import __version__
+from ttsbridge.errors import TTSBridgeError
+
+DESCRIPTION = """\
+ttsbridge: streaming text-to-speech (Nineninesix, Kitta) for Pipecat and LiveKit Agents.
+
+Without an API key or --base-url, every command runs against the built-in emulator of both APIs, so it
+works offline (real speech when the `speech` extra, eSpeak NG, is installed; a test tone otherwise).
+"""
+
+EPILOG = """\
+examples:
+  ttsbridge say "Hello there. How can I help you today?" --out hello.wav
+  ttsbridge say --provider kitta "Hi!" --out hi.wav --sample-rate 8000
+  ttsbridge emulator --port 8765            # then point any Cartesia-style client at http://127.0.0.1:8765
+  ttsbridge demo --out demo.wav             # a Pipecat pipeline: scripted LLM -> our TTS -> WAV
+  ttsbridge voices
+"""
+
+
+def _progress(msg: str) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + msg)
+    else:
+        sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+@contextlib.asynccontextmanager
+async def _target(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | None, Any]]:
+    """(base_url, api_key, emulator or None): the real service given a key or URL, else the emulator."""
+    env_key = "KITTA_API_KEY" if args.provider == "kitta" else "NINENINESIX_API_KEY"
+    key = args.api_key or os.environ.get(env_key)
+    if args.base_url or (key and not args.emulator):
+        if args.base_url:
+            yield args.base_url, key, None
+        else:
+            from ttsbridge.kitta.client import DEFAULT_BASE_URL as KITTA_URL
+            from ttsbridge.nineninesix.models import DEFAULT_BASE_URL
+
+            yield (KITTA_URL if args.provider == "kitta" else DEFAULT_BASE_URL), key, None
+        return
+    from ttsbridge.emulator import Emulator, EmulatorConfig
+
+    async with Emulator(EmulatorConfig(realtime_factor=args.realtime_factor)) as emu:
+        yield emu.base_url, emu.api_key, emu
+
+
+def _provider(args: argparse.Namespace, base_url: str, key: str | None) -> Any:
+    if args.provider == "kitta":
+        from ttsbridge.kitta.provider import KittaOptions, KittaTurnProvider
+
+        kopts: dict[str, Any] = {}
+        if args.voice:
+            kopts["voice_id"] = args.voice
+        return KittaTurnProvider(key, base_url=base_url, options=KittaOptions(**kopts))
+    from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
+
+    opts: dict[str, Any] = {"encoding": args.encoding}
+    if args.voice:
+        opts["voice"] = args.voice
+    return NineninesixTurnProvider(key, base_url=base_url, options=NineninesixOptions(**opts))
+
+
+async def _say(args: argparse.Namespace) -> int:
+    from ttsbridge.audio.wav import write_wav
+    from ttsbridge.text import split_sentences
+
+    text = " ".join(args.text) if args.text else sys.stdin.read()
+    sentences = split_sentences(text)
+    if not sentences:
+        print("error: nothing to say (empty text)", file=sys.stderr)
+        return 2
+    async with _target(args) as (base_url, key, emu):
+        if emu is not None:
+            print(f"using the built-in emulator at {emu.base_url}", file=sys.stderr)
+        provider = _provider(args, base_url, key)
+        try:
+            t0 = time.perf_counter()
+            turn = await provider.open_turn(sample_rate=args.sample_rate)
+            ttfa: float | None = None
+            pcm = bytearray()
+
+            async def feed() -> None:
+                for s in sentences:
+                    await turn.send(s + " ")
+                await turn.end()
+
+            feeder = asyncio.create_task(feed())
+            try:
+                async for chunk in turn:
+                    if ttfa is None:
+                        ttfa = time.perf_counter() - t0
+                    pcm += chunk
+                    if len(sentences) > 1:
+                        secs = len(pcm) / 2 / args.sample_rate
+                        _progress(f"{secs:6.1f} s of audio  ({len(sentences)} sentences sent)")
+                await feeder
+            finally:
+                if not feeder.done():
+                    feeder.cancel()
+                    with contextlib.suppress(BaseException):
+                        await feeder
+            total = time.perf_counter() - t0
+        finally:
+            await provider.aclose()
+    if len(sentences) > 1 and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    write_wav(args.out, bytes(pcm), args.sample_rate)
+    seconds = len(pcm) / 2 / args.sample_rate
+    print(
+        f"wrote {args.out}: {seconds:.2f} s of audio at {args.sample_rate} Hz, {len(sentences)} sentence(s)"
+    )
+    print(f"time to first audio: {1000 * (ttfa or 0):.0f} ms; total: {1000 * total:.0f} ms")
+    return 0
+
+
+async def _emulator(args: argparse.Namespace) -> int:
+    from ttsbridge.emulator import Emulator, EmulatorConfig
+
+    cfg = EmulatorConfig(
+        host=args.host,
+        port=args.port,
+        realtime_factor=args.realtime_factor,
+        first_chunk_latency_s=args.first_chunk_latency,
+    )
+    async with Emulator(cfg) as emu:
+        print(f"ttsbridge emulator listening on {emu.base_url}")
+        print(f"  Nineninesix WebSocket: {emu.ws_url}?api_key={emu.api_key}")
+        print(f"  Nineninesix HTTP:      {emu.base_url}/tts/bytes, /tts/sse, /voices")
+        print(f"  Kitta v2:              {emu.base_url.replace('http', 'ws', 1)}/v2/tts/live")
+        print(f"  any key that starts with sk_996_ works, e.g. {emu.api_key}")
+        print("press Ctrl+C to stop", flush=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+    return 0
+
+
+async def _voices(args: argparse.Namespace) -> int:
+    from ttsbridge.nineninesix import NineninesixHTTP
+
+    async with _target(args) as (base_url, key, _emu):
+        http = NineninesixHTTP(key, base_url=base_url)
+        try:
+            voices = await http.list_voices()
+        finally:
+            await http.aclose()
+    for v in voices:
+        print(f"{v.get('id', ''):40} {v.get('name', '')}  {v.get('language', '')}")
+    return 0
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    try:
+        from ttsbridge.pipecat.demo import run_demo
+    except ImportError as exc:
+        print(
+            f"error: the demo needs the pipecat extra: pip install 'ttsbridge[pipecat]' ({exc})",
+            file=sys.stderr,
+        )
+        return 2
+    result = await run_demo(
+        text=" ".join(args.text) if args.text else None,
+        out_path=args.out,
+        base_url=args.base_url,
+        api_key=args.api_key,
+        voice=args.voice,
+    )
+    print(result if isinstance(result, str) else "\n".join(f"{k}: {v}" for k, v in dict(result).items()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ttsbridge",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"ttsbridge {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def target_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--provider", choices=("nineninesix", "kitta"), default="nineninesix")
+        sp.add_argument("--api-key", help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)")
+        sp.add_argument(
+            "--base-url", help="service URL; with neither key nor URL the built-in emulator is used"
+        )
+        sp.add_argument(
+            "--emulator", action="store_true", help="use the built-in emulator even if a key is set"
+        )
+        sp.add_argument("--voice", help="voice id (default: the service's default voice)")
+        sp.add_argument(
+            "--realtime-factor",
+            type=float,
+            default=0.0,
+            help="emulator pacing: 1.0 streams audio in real time, 0 as fast as it is made (default)",
+        )
+
+    say = sub.add_parser(
+        "say",
+        help="speak text through one streaming turn and write a WAV",
+        description="Stream the sentences of TEXT through one turn (one server context), write a WAV, "
+        "and print the time to first audio and the audio length. Reads stdin when TEXT is omitted.",
+    )
+    say.add_argument("text", nargs="*", help="the text to speak")
+    say.add_argument("--out", "-o", default="out.wav", help="WAV file to write (default: out.wav)")
+    say.add_argument("--sample-rate", type=int, default=24000, help="output sample rate (default: 24000)")
+    say.add_argument(
+        "--encoding",
+        choices=("pcm_s16le", "pcm_mulaw", "pcm_alaw"),
+        default="pcm_s16le",
+        help="wire encoding (Nineninesix); audio is always decoded to PCM16 for the WAV",
+    )
+    target_opts(say)
+    say.set_defaults(func=_say)
+
+    emu = sub.add_parser("emulator", help="run the local emulator of both APIs")
+    emu.add_argument("--host", default="127.0.0.1")
+    emu.add_argument("--port", type=int, default=8765)
+    emu.add_argument("--realtime-factor", type=float, default=1.0, help="1.0 = real-time pacing, 0 = unpaced")
+    emu.add_argument(
+        "--first-chunk-latency", type=float, default=0.0, help="seconds before a context's audio"
+    )
+    emu.set_defaults(func=_emulator)
+
+    voices = sub.add_parser("voices", help="list voices")
+    target_opts(voices)
+    voices.set_defaults(func=_voices)
+
+    demo = sub.add_parser("demo", help="Pipecat pipeline: scripted LLM tokens -> our TTS -> WAV")
+    demo.add_argument("text", nargs="*", help="what the scripted LLM says (default: a short dialogue turn)")
+    demo.add_argument("--out", "-o", default="demo.wav")
+    demo.add_argument("--api-key")
+    demo.add_argument("--base-url")
+    demo.add_argument("--voice")
+    demo.set_defaults(func=_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return asyncio.run(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except TTSBridgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
