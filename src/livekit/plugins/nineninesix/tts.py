@@ -1,0 +1,158 @@
+"""``nineninesix.TTS``: LiveKit TTS over the Nineninesix turn provider (the shared adapter does the rest)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import aiohttp
+from livekit.agents import tokenize, utils
+from livekit.agents.types import NOT_GIVEN, NotGivenOr
+from livekit.agents.utils import is_given
+
+from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.livekit_adapter import TurnChunkedStream, TurnSynthesizeStream, TurnTTS
+from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
+
+from .log import logger
+from .models import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    DEFAULT_SAMPLE_RATE,
+    TTSEncoding,
+    TTSModels,
+    TTSWireSampleRate,
+)
+
+API_KEY_ENV = "NINENINESIX_API_KEY"
+
+ChunkedStream = TurnChunkedStream
+SynthesizeStream = TurnSynthesizeStream
+
+
+class TTS(TurnTTS):
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        voice: str | None = None,
+        model: TTSModels | str = DEFAULT_MODEL,
+        encoding: TTSEncoding = "pcm_s16le",
+        sample_rate: int = DEFAULT_SAMPLE_RATE,
+        http_session: aiohttp.ClientSession | None = None,
+        language: str | None = None,
+        wire_sample_rate: TTSWireSampleRate | None = None,
+        word_timestamps: bool = True,
+        tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        """Nineninesix TTS for LiveKit Agents (a drop-in for ``cartesia.TTS``).
+
+        Args:
+            api_key: ``sk_996_...``; read from ``$NINENINESIX_API_KEY`` when not given.
+            base_url: API base (``https://`` for HTTP, the WebSocket URL is derived); point it at the
+                ttsbridge emulator for offline runs.
+            voice: voice id, or None for the server's default voice.
+            model: ``"gepard-1.0"`` (the only model).
+            encoding: encoding on the wire. ``pcm_mulaw``/``pcm_alaw`` halve the bandwidth; the plugin
+                decodes them, LiveKit always receives PCM16.
+            sample_rate: the rate LiveKit receives. Rates the API lacks (24000, 48000...) are served at the
+                nearest wire rate (see ``wire_sample_rate``) and resampled locally.
+            http_session: aiohttp session for ``synthesize()`` (``POST /tts/sse``). Defaults to the job's
+                shared session (``livekit.agents.utils.http_context``) when there is one.
+            language: optional language code passed to the API.
+            wire_sample_rate: force the rate asked of the server (8000/16000/22050); None picks
+                ``sample_rate`` when the API has it, 22050 otherwise.
+            word_timestamps: publish estimated word timing for aligned transcripts (the API has none; see
+                docs/livekit.md for the estimate).
+            tokenizer: sentence tokenizer for ``stream()``; default blingfire, as LiveKit's plugins.
+            client_options: advanced WebSocket client settings (``connect_timeout``, ``cancel_timeout``,
+                ``receive_timeout``, ``max_idle``, ``ping_interval``, ``cancel_ack``).
+
+        Raises:
+            TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
+        """
+        key = api_key or os.environ.get(API_KEY_ENV)
+        if not key:
+            raise TTSInvalidOptionError(
+                "api_key",
+                None,
+                f"a Nineninesix key (sk_996_...), passed as api_key= or set in ${API_KEY_ENV}",
+            )
+        if (
+            isinstance(sample_rate, bool)
+            or not isinstance(sample_rate, int)
+            or not 8000 <= sample_rate <= 96000
+        ):
+            raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
+        options = NineninesixOptions(
+            model=model,
+            voice=voice,
+            language=language,
+            encoding=encoding,
+            sample_rate=wire_sample_rate,
+        )
+        if http_session is None:
+            try:
+                http_session = utils.http_context.http_session()
+            except RuntimeError:
+                http_session = None  # outside a job: the provider opens (and closes) its own
+        provider = NineninesixTurnProvider(
+            key,
+            base_url=base_url,
+            options=options,
+            http_session=http_session,
+            **(client_options or {}),
+        )
+        super().__init__(
+            turn_provider=provider,
+            sample_rate=sample_rate,
+            model=options.model,
+            provider_name="Nineninesix",
+            word_timestamps=word_timestamps,
+            tokenizer=tokenizer,
+            logger=logger,
+            secrets=(key,),
+        )
+        self._provider_impl = provider
+        self._base_url = base_url
+
+    def __repr__(self) -> str:
+        o = self._provider_impl.options
+        return (
+            f"nineninesix.TTS(base_url={self._base_url!r}, voice={o.voice!r}, model={o.model!r}, "
+            f"encoding={o.encoding!r}, sample_rate={self.sample_rate})"
+        )
+
+    @property
+    def options(self) -> NineninesixOptions:
+        """The options the next turn will use."""
+        return self._provider_impl.options
+
+    def update_options(
+        self,
+        *,
+        voice: NotGivenOr[str] = NOT_GIVEN,
+        model: NotGivenOr[TTSModels | str] = NOT_GIVEN,
+        language: NotGivenOr[str] = NOT_GIVEN,
+        encoding: NotGivenOr[TTSEncoding] = NOT_GIVEN,
+        wire_sample_rate: NotGivenOr[TTSWireSampleRate] = NOT_GIVEN,
+    ) -> None:
+        """Change options for turns opened from now on (validated at once; a turn already open keeps its
+        options)."""
+        changes: dict[str, Any] = {}
+        if is_given(voice):
+            changes["voice"] = voice
+        if is_given(model):
+            changes["model"] = model
+        if is_given(language):
+            changes["language"] = language
+        if is_given(encoding):
+            changes["encoding"] = encoding
+        if is_given(wire_sample_rate):
+            changes["sample_rate"] = wire_sample_rate
+        if not changes:
+            return
+        self._provider_impl.update_options(**changes)
+        self._model = self._provider_impl.options.model

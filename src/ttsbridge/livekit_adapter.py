@@ -1,0 +1,614 @@
+"""LiveKit Agents (1.8) TTS over any :class:`~ttsbridge.turns.TurnProvider`: framework logic written once.
+
+``livekit.plugins.nineninesix`` and ``livekit.plugins.kitta`` are thin subclasses of :class:`TurnTTS` that
+only build their provider. Everything LiveKit-specific lives here:
+
+- :class:`TurnSynthesizeStream` (``tts.stream()``): one provider turn per stream. Text is split into
+  sentences as it arrives (LiveKit's sentence tokenizer, blingfire by default) and each sentence is sent at
+  once; the turn is ended at the first flush after text (LiveKit 1.8 drops text pushed after a flush, so one
+  stream is one segment) or at ``end_input()``. Audio (PCM16 at the declared rate, already decoded and
+  resampled by the provider) goes through the ``AudioEmitter`` as it arrives. Closing the stream before the
+  turn is done (what LiveKit does on barge-in) cancels the turn on the provider, which keeps its connection
+  for the next turn.
+- :class:`TurnChunkedStream` (``tts.synthesize()``): the provider's one-shot streaming synthesis.
+- Errors: provider errors become ``APIStatusError`` / ``APIConnectionError`` / ``APITimeoutError`` with
+  ``retryable`` taken from the provider error, and forced to ``False`` once any audio reached the emitter
+  (LiveKit must not replay a turn the user already heard). Texts are redacted, and the provider's exception
+  chain is not attached (LiveKit prints the root cause of an ``APIConnectionError``, which may quote a URL
+  with a key).
+- ``APIConnectOptions.timeout`` bounds opening a turn, the first audio after text was sent, and every gap
+  between audio chunks once the input has ended (see :class:`_Watchdog`). ``max_retry`` and
+  ``retry_interval`` are applied by LiveKit's own retry loop around ``_run``.
+- Estimated word timing (:class:`WordTimer`) for LiveKit's aligned transcripts: the APIs send no timestamps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import re
+import time
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from livekit.agents import (
+    APIConnectionError,
+    APIConnectOptions,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    tokenize,
+    tts,
+    utils,
+)
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr, TimedString
+from livekit.agents.utils import is_given
+
+from ttsbridge._redact import redact
+from ttsbridge.errors import (
+    TTSAPIError,
+    TTSBridgeError,
+    TTSConnectionError,
+    TTSInvalidOptionError,
+    TTSTimeoutError,
+)
+from ttsbridge.turns import Turn, TurnProvider
+
+__all__ = [
+    "DEFAULT_CHARS_PER_SECOND",
+    "TurnChunkedStream",
+    "TurnSynthesizeStream",
+    "TurnTTS",
+    "WordTimer",
+    "to_api_error",
+]
+
+_default_logger = logging.getLogger("ttsbridge.livekit")
+
+#: Prior speaking rate (characters per second, one character per word gap) before any audio was measured.
+DEFAULT_CHARS_PER_SECOND = 14.0
+_MIN_CPS, _MAX_CPS = 4.0, 40.0
+#: Weight of the latest completed turn in the calibrated speaking rate (exponential moving average).
+_CPS_SMOOTHING = 0.5
+
+
+# ----------------------------------------------------------------------------------------------------
+# errors
+
+
+def to_api_error(exc: BaseException, *, audio_pushed: bool, secrets: tuple[str, ...] = ()) -> APIError:
+    """Map a ttsbridge (or timeout) error onto LiveKit's API errors.
+
+    ``retryable`` follows the provider error, but is ``False`` once audio reached the emitter: LiveKit's retry
+    would replay the whole turn and the user would hear it twice.
+    """
+    message = redact(str(exc) or type(exc).__name__, secrets)
+    retryable = bool(getattr(exc, "retryable", True)) and not audio_pushed
+    if isinstance(exc, APIError):
+        if audio_pushed and exc.retryable:
+            exc.retryable = False
+        return exc
+    if isinstance(exc, TTSAPIError):
+        body = {
+            "provider": exc.provider,
+            "error_code": exc.error_code,
+            "title": exc.title,
+            "context_id": exc.context_id,
+            "closes_connection": exc.closes_connection,
+            "retry_after": exc.retry_after,
+        }
+        return APIStatusError(
+            message,
+            status_code=exc.status_code if exc.status_code is not None else -1,
+            request_id=exc.request_id,
+            body={k: v for k, v in body.items() if v is not None},
+            retryable=retryable,
+        )
+    if isinstance(exc, (TTSTimeoutError, asyncio.TimeoutError, TimeoutError)):
+        return APITimeoutError(
+            message if isinstance(exc, TTSTimeoutError) else "Request timed out.", retryable=retryable
+        )
+    if isinstance(exc, TTSConnectionError):
+        return APIConnectionError(message, retryable=retryable)
+    if isinstance(exc, TTSInvalidOptionError):
+        return APIError(message, retryable=False)
+    if isinstance(exc, TTSBridgeError):
+        return APIError(message, retryable=retryable)
+    if isinstance(exc, OSError):
+        return APIConnectionError(f"{type(exc).__name__}: {message}", retryable=retryable)
+    return APIError(f"{type(exc).__name__}: {message}", retryable=False)
+
+
+# ----------------------------------------------------------------------------------------------------
+# estimated word timing
+
+_WORD = re.compile(r"\S+\s*")
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    text: str
+    start: float
+    end: float
+
+
+class WordTimer:
+    """Estimates when each word of a turn is spoken, from the audio received so far (the APIs send no timing).
+
+    Every word weighs its visible characters plus one (the gap after it). Time is shared out by weight at an
+    estimated speaking rate ``r`` (characters per second):
+
+    - the prior ``r`` is the rate measured on this TTS's previous completed turns (``chars_per_second``);
+    - while audio arrives, ``r`` is capped by ``characters sent / audio seconds received``: audio already
+      received cannot be longer than the audio of all the text sent, so the true rate is at most that. Once a
+      sentence has fully rendered before the next one was sent, the cap is that sentence's exact rate;
+    - a word is released (with ``start``/``end`` in seconds from the turn's first audio sample) once its
+      estimated end lies within the audio received, so a timestamp never runs ahead of real audio;
+    - when the turn completes, the words still held are spread over the remaining audio by weight, so the
+      last word ends exactly at the end of the audio; the turn's measured rate is returned for calibration.
+    """
+
+    def __init__(self, chars_per_second: float = DEFAULT_CHARS_PER_SECOND) -> None:
+        self._prior = min(max(chars_per_second, _MIN_CPS), _MAX_CPS)
+        self._pending: list[tuple[str, int]] = []
+        self._leading = ""
+        self._chars = 0
+        self._audio = 0.0
+        self._cursor = 0.0
+
+    @staticmethod
+    def weight(word: str) -> int:
+        return len(word.strip()) + 1
+
+    @property
+    def audio_seconds(self) -> float:
+        return self._audio
+
+    @property
+    def weight_total(self) -> int:
+        return self._chars
+
+    def rate(self) -> float:
+        """The rate used for the next released word."""
+        if self._audio > 0 and self._chars > 0:
+            return max(min(self._prior, self._chars / self._audio), 1e-3)
+        return self._prior
+
+    def add_text(self, text: str) -> None:
+        """Text sent for this turn, in order (whitespace kept, so the words concatenate back to the text)."""
+        words = _WORD.findall(text)
+        if not words:
+            self._leading += text
+            return
+        words[0] = self._leading + text[: len(text) - len(text.lstrip())] + words[0]
+        self._leading = ""
+        for w in words:
+            wt = self.weight(w)
+            self._pending.append((w, wt))
+            self._chars += wt
+
+    def on_audio(self, seconds: float) -> list[TimedWord]:
+        """``seconds`` more audio arrived: the words now known to be within it."""
+        self._audio += seconds
+        out: list[TimedWord] = []
+        rate = self.rate()
+        while self._pending:
+            w, wt = self._pending[0]
+            end = self._cursor + wt / rate
+            if end > self._audio + 1e-9:
+                break
+            self._pending.pop(0)
+            out.append(TimedWord(w, self._cursor, end))
+            self._cursor = end
+        return out
+
+    def finish(self) -> tuple[list[TimedWord], float | None]:
+        """The turn completed: release every held word; returns them and the measured rate (or None)."""
+        out: list[TimedWord] = []
+        remaining = sum(wt for _, wt in self._pending)
+        span = max(self._audio - self._cursor, 0.0)
+        for w, wt in self._pending:
+            dur = span * wt / remaining if remaining else 0.0
+            out.append(TimedWord(w, self._cursor, self._cursor + dur))
+            self._cursor += dur
+        self._pending.clear()
+        measured = self._chars / self._audio if self._audio > 0 and self._chars > 0 else None
+        return out, measured
+
+
+# ----------------------------------------------------------------------------------------------------
+# bounded waits
+
+
+class _Watchdog:
+    """When the server owes audio, and until when.
+
+    Armed by the first send after the last audio chunk (the next chunk must come within ``timeout``), and
+    for good once the input has ended (each chunk, and the completion, must come within ``timeout`` of the
+    previous one). While the input is still open and audio has caught up with the text, nothing is owed: the
+    LLM may be slow, and that is not the TTS's fault.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._owed_since: float | None = None
+        self._ended = False
+
+    @staticmethod
+    def _now() -> float:
+        return time.monotonic()
+
+    def on_send(self) -> None:
+        if self._owed_since is None:
+            self._owed_since = self._now()
+
+    def on_end(self) -> None:
+        self._ended = True
+        if self._owed_since is None:
+            self._owed_since = self._now()
+
+    def on_audio(self) -> None:
+        self._owed_since = self._now() if self._ended else None
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (<= 0: expired), or None when nothing is owed."""
+        if self._owed_since is None:
+            return None
+        return self._owed_since + self.timeout - self._now()
+
+
+# ----------------------------------------------------------------------------------------------------
+# the TTS
+
+
+class TurnTTS(tts.TTS):
+    """A LiveKit TTS over a :class:`TurnProvider` (the per-provider plugins subclass it).
+
+    Args:
+        turn_provider: opens turns; owned by this TTS (closed by :meth:`aclose`).
+        sample_rate: the rate LiveKit receives (the provider resamples to it).
+        model: model name, for metrics.
+        provider_name: provider name, for metrics (``"Nineninesix"``).
+        word_timestamps: publish estimated word timing (``aligned_transcript`` capability).
+        tokenizer: sentence tokenizer for ``stream()`` (default: blingfire, as LiveKit's own plugins).
+        chars_per_second: the initial speaking rate for word timing, before any audio was measured.
+        logger: where to log (the plugin's ``livekit.plugins.<name>`` logger).
+        secrets: strings to mask from every error text and log line (the API key).
+    """
+
+    def __init__(
+        self,
+        *,
+        turn_provider: TurnProvider,
+        sample_rate: int,
+        model: str,
+        provider_name: str,
+        word_timestamps: bool = True,
+        tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
+        logger: logging.Logger | None = None,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(
+            capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
+            sample_rate=sample_rate,
+            num_channels=1,
+        )
+        self._turn_provider = turn_provider
+        self._model = model
+        self._provider_name = provider_name
+        self._word_timestamps = word_timestamps
+        self._sentence_tokenizer: tokenize.SentenceTokenizer = (
+            tokenizer if is_given(tokenizer) else tokenize.blingfire.SentenceTokenizer()
+        )
+        self._chars_per_second = chars_per_second
+        self._logger = logger or _default_logger
+        self._secrets = tuple(s for s in secrets if s)
+        self._streams: weakref.WeakSet[TurnSynthesizeStream] = weakref.WeakSet()
+        self._prewarm_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- metadata
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return self._provider_name
+
+    @property
+    def turn_provider(self) -> TurnProvider:
+        return self._turn_provider
+
+    @property
+    def chars_per_second(self) -> float:
+        """The speaking rate word timing starts from (calibrated on every completed turn)."""
+        return self._chars_per_second
+
+    def _observe_rate(self, measured: float | None) -> None:
+        if measured is None:
+            return
+        measured = min(max(measured, _MIN_CPS), _MAX_CPS)
+        self._chars_per_second += _CPS_SMOOTHING * (measured - self._chars_per_second)
+
+    def _redact(self, text: object) -> str:
+        return redact(text, self._secrets)
+
+    # -- API
+
+    def synthesize(
+        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> TurnChunkedStream:
+        return TurnChunkedStream(tts=self, input_text=text, conn_options=conn_options)
+
+    def stream(
+        self, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> TurnSynthesizeStream:
+        stream = TurnSynthesizeStream(tts=self, conn_options=conn_options)
+        self._streams.add(stream)
+        return stream
+
+    def prewarm(self) -> None:
+        """Open the connection the next turn will use, in the background (errors are logged, not raised)."""
+        if self._closed or (self._prewarm_task is not None and not self._prewarm_task.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: the first turn connects
+        self._prewarm_task = loop.create_task(self._prewarm(), name=f"{type(self).__name__}.prewarm")
+
+    async def _prewarm(self) -> None:
+        try:
+            prewarm = self._turn_provider.prewarm
+            if "sample_rate" in inspect.signature(prewarm).parameters:
+                await prewarm(sample_rate=self.sample_rate)  # type: ignore[call-arg]
+            else:
+                await prewarm()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._logger.warning("prewarm failed: %s", self._redact(exc))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for stream in list(self._streams):
+            await stream.aclose()
+        self._streams.clear()
+        if self._prewarm_task is not None:
+            await utils.aio.cancel_and_wait(self._prewarm_task)
+            self._prewarm_task = None
+        await self._turn_provider.aclose()
+
+    def _open_turn_kwargs(self) -> dict[str, Any]:
+        """Per-turn overrides passed to ``open_turn`` (none by default; options live in the provider)."""
+        return {}
+
+
+# ----------------------------------------------------------------------------------------------------
+# streams
+
+
+class TurnSynthesizeStream(tts.SynthesizeStream):
+    """``tts.stream()``: one provider turn per stream (see the module docstring)."""
+
+    def __init__(self, *, tts: TurnTTS, conn_options: APIConnectOptions) -> None:
+        super().__init__(tts=tts, conn_options=conn_options)
+        self._tts: TurnTTS = tts
+        #: the turn of the current attempt (tests and debugging)
+        self.turn: Turn | None = None
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        owner = self._tts
+        log = owner._logger
+        request_id = utils.shortuuid()
+        output_emitter.initialize(
+            request_id=request_id,
+            sample_rate=owner.sample_rate,
+            num_channels=1,
+            mime_type="audio/pcm",
+            stream=True,
+        )
+        timeout = self._conn_options.timeout
+        watchdog = _Watchdog(timeout)
+        timer = WordTimer(owner.chars_per_second) if owner._word_timestamps else None
+        sentences = owner._sentence_tokenizer.stream()
+        has_text = asyncio.Event()  # set on the first non-blank text, or when the input ends without any
+        turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
+        state = {"text": False, "audio": False}
+        turn: Turn | None = None
+
+        def _emit_words(words: list[TimedWord]) -> None:
+            for w in words:
+                output_emitter.push_timed_transcript(
+                    TimedString(text=w.text, start_time=w.start, end_time=w.end)
+                )
+
+        async def _input_task() -> None:
+            async for data in self._input_ch:
+                if isinstance(data, self._FlushSentinel):
+                    if state["text"]:
+                        break  # LiveKit 1.8: one segment per stream, text after a flush is dropped
+                    continue
+                if not state["text"] and data.strip():
+                    state["text"] = True
+                    has_text.set()
+                sentences.push_text(data)
+            sentences.end_input()
+            has_text.set()
+
+        async def _open() -> Turn:
+            nonlocal turn
+            started = time.perf_counter()
+            opened = await asyncio.wait_for(
+                owner._turn_provider.open_turn(sample_rate=owner.sample_rate, **owner._open_turn_kwargs()),
+                timeout,
+            )
+            turn = self.turn = opened
+            self._acquire_time = time.perf_counter() - started
+            self._connection_reused = bool(getattr(opened, "connection_reused", False))
+            output_emitter.start_segment(segment_id=opened.id or request_id)
+            log.debug("turn opened", extra={"turn_id": opened.id, "request_id": request_id})
+            return opened
+
+        async def _send_task() -> None:
+            await has_text.wait()
+            if not state["text"]:
+                turn_fut.set_result(None)
+                return
+            try:
+                opened = await _open()
+            except BaseException:
+                if not turn_fut.done():
+                    turn_fut.set_result(None)
+                raise
+            turn_fut.set_result(opened)
+            async for ev in sentences:
+                text = ev.token + " "
+                self._mark_started()
+                watchdog.on_send()
+                await opened.send(text)
+                if timer is not None:
+                    timer.add_text(text)
+            await opened.end()
+            watchdog.on_end()
+
+        async def _recv_task() -> None:
+            opened = await turn_fut
+            if opened is None:
+                return
+            rate = float(opened.sample_rate or owner.sample_rate)
+            async for pcm in opened:
+                if not pcm:
+                    continue
+                output_emitter.push(pcm)
+                state["audio"] = True
+                watchdog.on_audio()
+                if timer is not None:
+                    _emit_words(timer.on_audio(len(pcm) / 2 / rate))
+            if timer is not None and opened.done:
+                words, measured = timer.finish()
+                _emit_words(words)
+                owner._observe_rate(measured)
+
+        input_t = asyncio.create_task(_input_task(), name="TurnSynthesizeStream.input")
+        send_t = asyncio.create_task(_send_task(), name="TurnSynthesizeStream.send")
+        recv_t = asyncio.create_task(_recv_task(), name="TurnSynthesizeStream.recv")
+        try:
+            await _supervise(send_t, recv_t, input_t, watchdog=watchdog)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            err = to_api_error(exc, audio_pushed=state["audio"], secrets=owner._secrets)
+            log.warning(
+                "%s turn %s failed: %s",
+                owner.provider,
+                turn.id if turn is not None else "-",
+                owner._redact(err),
+                extra={"request_id": request_id},
+            )
+            raise err from None
+        finally:
+            if turn is not None and not turn.done:
+                # barge-in (or our own failure): stop the generation, keep the provider's connection
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(turn.cancel(), max(timeout, 1.0))
+            await sentences.aclose()
+            await utils.aio.gracefully_cancel(input_t, send_t, recv_t)
+
+
+async def _supervise(
+    send_t: asyncio.Task[None],
+    recv_t: asyncio.Task[None],
+    input_t: asyncio.Task[None],
+    *,
+    watchdog: _Watchdog,
+) -> None:
+    """Wait until the turn's audio is complete; raise the first task error, or a timeout if audio is late."""
+    tasks = {send_t, recv_t, input_t}
+    while True:
+        remaining = watchdog.remaining()
+        if remaining is not None and remaining <= 0:
+            raise TTSTimeoutError(f"no audio from the server within {watchdog.timeout:g}s")
+        wait = watchdog.timeout if remaining is None else remaining
+        live = {t for t in tasks if not t.done()}
+        if live:
+            await asyncio.wait(live, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED)
+        for t in (send_t, recv_t, input_t):
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+        if send_t.done() and recv_t.done():
+            return
+
+
+class TurnChunkedStream(tts.ChunkedStream):
+    """``tts.synthesize(text)``: the provider's one-shot streaming synthesis, emitted as it arrives."""
+
+    def __init__(self, *, tts: TurnTTS, input_text: str, conn_options: APIConnectOptions) -> None:
+        super().__init__(tts=tts, input_text=input_text, conn_options=conn_options)
+        self._tts: TurnTTS = tts
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        owner = self._tts
+        request_id = utils.shortuuid()
+        output_emitter.initialize(
+            request_id=request_id,
+            sample_rate=owner.sample_rate,
+            num_channels=1,
+            mime_type="audio/pcm",
+        )
+        if not self._input_text.strip():
+            return
+        timeout = self._conn_options.timeout
+        timer = WordTimer(owner.chars_per_second) if owner._word_timestamps else None
+        if timer is not None:
+            timer.add_text(self._input_text)
+        audio_pushed = False
+        agen: AsyncIterator[bytes] = owner._turn_provider.synthesize(
+            self._input_text, sample_rate=owner.sample_rate, **owner._open_turn_kwargs()
+        ).__aiter__()
+        try:
+            while True:
+                try:
+                    pcm = await asyncio.wait_for(agen.__anext__(), timeout)
+                except StopAsyncIteration:
+                    break
+                if not pcm:
+                    continue
+                output_emitter.push(pcm)
+                audio_pushed = True
+                if timer is not None:
+                    for w in timer.on_audio(len(pcm) / 2 / owner.sample_rate):
+                        output_emitter.push_timed_transcript(
+                            TimedString(w.text, start_time=w.start, end_time=w.end)
+                        )
+            if timer is not None:
+                words, measured = timer.finish()
+                for w in words:
+                    output_emitter.push_timed_transcript(
+                        TimedString(w.text, start_time=w.start, end_time=w.end)
+                    )
+                owner._observe_rate(measured)
+            output_emitter.flush()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            err = to_api_error(exc, audio_pushed=audio_pushed, secrets=owner._secrets)
+            owner._logger.warning(
+                "%s synthesize failed: %s",
+                owner.provider,
+                owner._redact(err),
+                extra={"request_id": request_id},
+            )
+            raise err from None
+        finally:
+            aclose = getattr(agen, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
