@@ -144,16 +144,19 @@ class WordTimer:
 
     - the prior ``r`` is the rate measured on this TTS's previous completed turns (``chars_per_second``);
     - while audio arrives, ``r`` is capped by ``characters sent / audio seconds received``: audio already
-      received cannot be longer than the audio of all the text sent, so the true rate is at most that. Once a
-      sentence has fully rendered before the next one was sent, the cap is that sentence's exact rate;
+      received cannot be longer than the audio of all the text sent, so the true rate is at most that, at
+      every moment; ``r`` is the lowest such bound seen in the turn. Once a sentence has fully rendered
+      before the next one was sent, the cap is that sentence's exact rate;
     - a word is released (with ``start``/``end`` in seconds from the turn's first audio sample) once its
-      estimated end lies within the audio received, so a timestamp never runs ahead of real audio;
+      estimated end lies within the audio received, so a timestamp never runs ahead of real audio; the last
+      word sent so far is held until more text is sent or the turn completes;
     - when the turn completes, the words still held are spread over the remaining audio by weight, so the
       last word ends exactly at the end of the audio; the turn's measured rate is returned for calibration.
     """
 
     def __init__(self, chars_per_second: float = DEFAULT_CHARS_PER_SECOND) -> None:
         self._prior = min(max(chars_per_second, _MIN_CPS), _MAX_CPS)
+        self._rate = self._prior
         self._pending: list[tuple[str, int]] = []
         self._leading = ""
         self._chars = 0
@@ -173,10 +176,8 @@ class WordTimer:
         return self._chars
 
     def rate(self) -> float:
-        """The rate used for the next released word."""
-        if self._audio > 0 and self._chars > 0:
-            return max(min(self._prior, self._chars / self._audio), 1e-3)
-        return self._prior
+        """The rate used for the next released word (never rises within a turn)."""
+        return self._rate
 
     def add_text(self, text: str) -> None:
         """Text sent for this turn, in order (whitespace kept, so the words concatenate back to the text)."""
@@ -194,9 +195,11 @@ class WordTimer:
     def on_audio(self, seconds: float) -> list[TimedWord]:
         """``seconds`` more audio arrived: the words now known to be within it."""
         self._audio += seconds
+        if self._audio > 0 and self._chars > 0:
+            self._rate = max(min(self._rate, self._chars / self._audio), 1e-3)
         out: list[TimedWord] = []
-        rate = self.rate()
-        while self._pending:
+        rate = self._rate
+        while len(self._pending) > 1:  # the last word waits for more text or the end of the turn
             w, wt = self._pending[0]
             end = self._cursor + wt / rate
             if end > self._audio + 1e-9:
