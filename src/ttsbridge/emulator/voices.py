@@ -1,0 +1,339 @@
+"""Voices of the emulator: a deterministic tone voice, real offline speech (eSpeak NG) and in-memory clones.
+
+* ``tone`` (:data:`TONE_VOICE_ID`): a sine whose frequency is :func:`tone_frequency` of the (trimmed)
+  transcript and whose length is ~60 ms per character (at least 100 ms), with 5 ms fades so joined sentences
+  don't click. Tests decode the audio and tell which transcript it came from (stale audio, wrong order).
+* ``speech-en`` (:data:`SPEECH_VOICE_ID`): eSpeak NG through the ``espeakng-loader`` wheel and ctypes,
+  synthesized at 22050 Hz in a single worker thread (the library is global state). Absent when the wheel or
+  the library can't load: the voice list omits it and the default voice falls back to ``tone``.
+* clones (``POST /voices/clone``): tone voices with their own fixed frequency (the clip's dominant frequency
+  when it is a PCM16 WAV holding a clear tone, else derived from the clip's bytes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import io
+import logging
+import threading
+import uuid
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from ttsbridge.audio.analysis import dominant_frequency, tone
+from ttsbridge.audio.resample import resample_oneshot
+from ttsbridge.audio.wav import read_wav
+from ttsbridge.emulator.config import NATIVE_SAMPLE_RATE
+
+__all__ = [
+    "SPEECH_VOICE_ID",
+    "TONE_VOICE_ID",
+    "Voice",
+    "VoiceNotFoundError",
+    "VoiceRegistry",
+    "speech_available",
+    "synthesize",
+    "tone_duration",
+    "tone_frequency",
+    "tone_pcm",
+]
+
+log = logging.getLogger("ttsbridge.emulator")
+
+TONE_VOICE_ID = "tone"
+SPEECH_VOICE_ID = "speech-en"
+
+_TONE_BASE_HZ = 300.0
+_TONE_STEP_HZ = 40.0
+_TONE_STEPS = 64
+_MS_PER_CHAR = 60.0
+_MIN_MS = 100.0
+_FADE_MS = 5.0
+_AMPLITUDE = 0.5
+
+
+class VoiceNotFoundError(KeyError):
+    """No voice with that id."""
+
+
+def tone_frequency(transcript: str) -> float:
+    """Frequency (Hz) of the tone voice for ``transcript`` (trimmed first): 300 + (crc32 % 64) * 40, so
+    300..2820 Hz in 40 Hz steps."""
+    text = transcript.strip()
+    return _TONE_BASE_HZ + (zlib.crc32(text.encode("utf-8")) % _TONE_STEPS) * _TONE_STEP_HZ
+
+
+def tone_duration(transcript: str) -> float:
+    """Seconds of tone audio for ``transcript`` (trimmed): 60 ms per character, at least 100 ms."""
+    return max(_MIN_MS, _MS_PER_CHAR * len(transcript.strip())) / 1000.0
+
+
+def tone_pcm(transcript: str, sample_rate: int, *, frequency: float | None = None) -> bytes:
+    """PCM16 tone audio of ``transcript`` at ``sample_rate`` (empty transcript -> empty audio)."""
+    text = transcript.strip()
+    if not text:
+        return b""
+    freq = tone_frequency(text) if frequency is None else frequency
+    pcm = tone(freq, tone_duration(text), sample_rate, amplitude=_AMPLITUDE)
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    n_fade = min(samples.size // 2, max(1, round(sample_rate * _FADE_MS / 1000.0)))
+    ramp = np.linspace(0.0, 1.0, n_fade, endpoint=False)
+    samples[:n_fade] *= ramp
+    samples[samples.size - n_fade :] *= ramp[::-1]
+    return np.round(samples).astype("<i2").tobytes()
+
+
+# --- eSpeak NG ----------------------------------------------------------------------------------------------
+
+_AUDIO_OUTPUT_SYNCHRONOUS = 0x02
+_ESPEAK_INITIALIZE_DONT_EXIT = 0x8000
+_POS_CHARACTER = 1
+_ESPEAK_CHARS_UTF8 = 1
+_SynthCallback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
+
+
+class _Espeak:
+    """Process-wide eSpeak NG engine. Every call runs in one worker thread, under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lib: Any = None
+        self._rate = 0
+        self._failed = False
+        self._buf = bytearray()
+        self._callback = _SynthCallback(self._on_audio)  # keep a reference: C holds the pointer
+        self._executor: ThreadPoolExecutor | None = None
+
+    def _on_audio(self, wav: Any, numsamples: int, _events: Any) -> int:
+        if numsamples > 0 and wav:
+            self._buf.extend(ctypes.string_at(wav, numsamples * 2))
+        return 0
+
+    def _init_locked(self) -> bool:
+        if self._lib is not None:
+            return True
+        if self._failed:
+            return False
+        try:
+            import espeakng_loader
+
+            lib = ctypes.CDLL(espeakng_loader.get_library_path())
+            lib.espeak_Initialize.restype = ctypes.c_int
+            lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+            lib.espeak_SetSynthCallback.argtypes = [_SynthCallback]
+            lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
+            lib.espeak_SetVoiceByName.restype = ctypes.c_int
+            lib.espeak_Synth.argtypes = [
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+                ctypes.c_uint,
+                ctypes.c_int,
+                ctypes.c_uint,
+                ctypes.c_uint,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+            ]
+            lib.espeak_Synth.restype = ctypes.c_int
+            lib.espeak_Synchronize.restype = ctypes.c_int
+            data = espeakng_loader.get_data_path().encode()
+            rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, data, _ESPEAK_INITIALIZE_DONT_EXIT)
+            if rate <= 0:
+                raise RuntimeError(f"espeak_Initialize returned {rate}")
+            lib.espeak_SetSynthCallback(self._callback)
+            if lib.espeak_SetVoiceByName(b"en-us") != 0 and lib.espeak_SetVoiceByName(b"en") != 0:
+                raise RuntimeError("no English eSpeak voice")
+        except Exception as exc:  # missing wheel, missing library, broken data...
+            log.info("eSpeak NG unavailable (%s): the speech voice is disabled", type(exc).__name__)
+            self._failed = True
+            return False
+        self._lib = lib
+        self._rate = rate
+        return True
+
+    def available(self) -> bool:
+        with self._lock:
+            return self._init_locked()
+
+    def synthesize_blocking(self, text: str) -> bytes:
+        """PCM16 at 22050 Hz (resampled if the library runs at another rate)."""
+        with self._lock:
+            if not self._init_locked():
+                raise RuntimeError("eSpeak NG is not available")
+            self._buf = bytearray()
+            data = text.encode("utf-8")
+            err = self._lib.espeak_Synth(
+                data, len(data) + 1, 0, _POS_CHARACTER, 0, _ESPEAK_CHARS_UTF8, None, None
+            )
+            if err != 0:
+                raise RuntimeError(f"espeak_Synth failed ({err})")
+            self._lib.espeak_Synchronize()
+            pcm = bytes(self._buf)
+            self._buf = bytearray()
+            rate = self._rate
+        if rate != NATIVE_SAMPLE_RATE:
+            pcm = resample_oneshot(pcm, rate, NATIVE_SAMPLE_RATE)
+        return pcm
+
+    async def synthesize(self, text: str) -> bytes:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="espeak")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.synthesize_blocking, text)
+
+
+_ESPEAK = _Espeak()
+
+
+def speech_available() -> bool:
+    """Whether the eSpeak NG speech voice can be used (loads the library on first call)."""
+    return _ESPEAK.available()
+
+
+# --- voices -------------------------------------------------------------------------------------------------
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass
+class Voice:
+    """A voice of the emulator; :meth:`to_api` is its Cartesia-shaped JSON."""
+
+    id: str
+    name: str
+    description: str
+    kind: str  # "tone", "speech" or "clone"
+    frequency: float | None = None  # fixed frequency of a clone
+    language: str = "en"
+    is_owner: bool = False
+    created_at: datetime = field(default_factory=lambda: _EPOCH)
+    gender: str | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "tagline": self.kind,
+            "language": self.language,
+            "locales": [{"locale": "en-US" if self.language == "en" else self.language, "is_native": True}],
+            "access": "private" if self.is_owner else "public",
+            "visibility": "owner" if self.is_owner else "all",
+            "is_owner": self.is_owner,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+            "gender": self.gender,
+        }
+        if self.frequency is not None:
+            data["emulator_tone_hz"] = self.frequency
+        return data
+
+    async def synthesize(self, text: str, sample_rate: int) -> bytes:
+        """PCM16 mono audio of ``text`` at ``sample_rate``."""
+        text = text.strip()
+        if not text:
+            return b""
+        if self.kind == "speech":
+            pcm = await _ESPEAK.synthesize(text)
+            return resample_oneshot(pcm, NATIVE_SAMPLE_RATE, sample_rate)
+        return tone_pcm(text, sample_rate, frequency=self.frequency)
+
+
+def _builtin_voices(with_speech: bool) -> list[Voice]:
+    voices = [
+        Voice(
+            id=TONE_VOICE_ID,
+            name="Tone",
+            description="Deterministic sine: frequency from the transcript's crc32, ~60 ms per character.",
+            kind="tone",
+        )
+    ]
+    if with_speech:
+        voices.append(
+            Voice(
+                id=SPEECH_VOICE_ID,
+                name="eSpeak English",
+                description="Offline speech from eSpeak NG (robotic, but real words).",
+                kind="speech",
+                gender="masculine",
+            )
+        )
+    return voices
+
+
+def _clone_frequency(clip: bytes) -> float:
+    try:
+        pcm, rate = read_wav(io.BytesIO(clip))
+        if len(pcm) >= 2 * max(4, rate // 20):
+            freq = dominant_frequency(pcm, rate)
+            if 100.0 <= freq <= 3500.0:
+                return float(round(freq))
+    except Exception:  # not a PCM16 WAV: fall back to the bytes
+        pass
+    return 200.0 + (zlib.crc32(clip) % 64) * 25.0
+
+
+class VoiceRegistry:
+    """The voices of one emulator: the built-ins plus the clones made through ``POST /voices/clone``."""
+
+    def __init__(self, default_voice: str | None = None) -> None:
+        self._voices: dict[str, Voice] = {v.id: v for v in _builtin_voices(speech_available())}
+        self._configured_default = default_voice
+
+    @property
+    def default_voice_id(self) -> str:
+        """The configured default voice, else speech when eSpeak works, else tone."""
+        if self._configured_default:
+            return self._configured_default
+        return SPEECH_VOICE_ID if SPEECH_VOICE_ID in self._voices else TONE_VOICE_ID
+
+    def set_default(self, voice_id: str | None) -> None:
+        self._configured_default = voice_id
+
+    def all_voices(self) -> list[Voice]:
+        """All voices, built-ins first, then clones in creation order."""
+        return list(self._voices.values())
+
+    def get(self, voice_id: str) -> Voice:
+        try:
+            return self._voices[voice_id]
+        except KeyError:
+            raise VoiceNotFoundError(voice_id) from None
+
+    def __contains__(self, voice_id: object) -> bool:
+        return voice_id in self._voices
+
+    def clone(self, *, name: str, clip: bytes, language: str = "en", description: str = "") -> Voice:
+        """Create an in-memory tone voice with its own frequency (see module docs)."""
+        freq = _clone_frequency(clip)
+        voice = Voice(
+            id=str(uuid.uuid4()),
+            name=name,
+            description=description or f"Clone: a {freq:g} Hz tone",
+            kind="clone",
+            frequency=freq,
+            language=language or "en",
+            is_owner=True,
+            created_at=datetime.now(timezone.utc),
+        )
+        self._voices[voice.id] = voice
+        return voice
+
+    async def synthesize(self, voice_id: str, text: str, sample_rate: int) -> bytes:
+        """PCM16 mono audio of ``text`` in voice ``voice_id`` at ``sample_rate``; unknown voice ->
+        :class:`VoiceNotFoundError`."""
+        return await self.get(voice_id).synthesize(text, sample_rate)
+
+
+async def synthesize(voice_id: str, text: str, sample_rate: int) -> bytes:
+    """PCM16 mono audio of ``text`` in a built-in voice (``tone`` or ``speech-en``) at ``sample_rate``.
+
+    For clones use the running emulator's ``emu.voices.synthesize``."""
+    for voice in _builtin_voices(speech_available()):
+        if voice.id == voice_id:
+            return await voice.synthesize(text, sample_rate)
+    raise VoiceNotFoundError(voice_id)
