@@ -1,0 +1,327 @@
+"""Kitta as a :class:`ttsbridge.turns.TurnProvider`: one turn = one Kitta session (one generation).
+
+A v2 connection carries exactly one generation, so every turn needs connect + auth + start before its first
+text can go out. With ``standby=True`` the provider keeps one session authenticated, started and ``ready`` in
+the background: a turn adopts it (its first text goes out at once) and a replacement is started right away.
+The standby is retired (closed, replaced) once it is ``standby_max_age`` seconds old, so it never runs into
+the server's idle timeout; closing a session that never received text costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
+from ttsbridge.kitta.client import KittaClient, KittaGeneration, KittaSession
+from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
+from ttsbridge.turns import Turn, TurnProvider
+
+__all__ = ["KittaTurn", "KittaTurnProvider"]
+
+log = logging.getLogger("ttsbridge.kitta")
+
+_MIN_RATE = 8000
+_MAX_RATE = 192_000
+
+
+def _check_rate(sample_rate: Any) -> int:
+    if (
+        isinstance(sample_rate, bool)
+        or not isinstance(sample_rate, int)
+        or not _MIN_RATE <= sample_rate <= _MAX_RATE
+    ):
+        raise TTSInvalidOptionError("sample_rate", sample_rate, f"an int between {_MIN_RATE} and {_MAX_RATE}")
+    return sample_rate
+
+
+class KittaTurn(Turn):
+    """One turn on Kitta. ``send()`` sends the text and flushes it (the adapters hand whole sentences, and a
+    flush per sentence gets its audio started at once); ``end()`` sends ``stop``; ``cancel()`` closes the
+    session (v2 has no cancel message)."""
+
+    def __init__(self, generation: KittaGeneration, sample_rate: int, *, from_standby: bool) -> None:
+        self._gen = generation
+        self.sample_rate = sample_rate
+        self.from_standby = from_standby
+        self._resampler: StreamResampler | None = None
+        self._yielded = False
+
+    def __repr__(self) -> str:
+        return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
+
+    @property  # type: ignore[override]
+    def id(self) -> str:
+        return self._gen.request_id
+
+    @property
+    def generation(self) -> KittaGeneration:
+        return self._gen
+
+    async def send(self, text: str) -> None:
+        if text:
+            await self._gen.send(text, flush=True)
+
+    async def end(self) -> None:
+        await self._gen.stop()
+
+    async def cancel(self) -> None:
+        await self._gen.cancel()
+        if self._resampler is not None:
+            self._resampler.reset()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        gen = self._gen
+        async for chunk in gen:
+            resampler = self._resampler
+            if resampler is None or resampler.in_rate != chunk.sample_rate:
+                if resampler is not None:  # a retry landed on a session with another rate
+                    tail = resampler.flush()
+                    if tail and not gen.cancelled:
+                        self._yielded = True
+                        yield tail
+                resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
+            pcm = resampler.process(chunk.pcm)
+            if pcm and not gen.cancelled:
+                self._yielded = True
+                yield pcm
+        if gen.finished and self._resampler is not None:
+            tail = self._resampler.flush()
+            if tail and not gen.cancelled:
+                self._yielded = True
+                yield tail
+
+    @property
+    def audio_started(self) -> bool:
+        return self._yielded
+
+    @property
+    def done(self) -> bool:
+        return self._gen.done
+
+    @property
+    def characters_sent(self) -> int:
+        return self._gen.characters_sent
+
+
+class KittaTurnProvider(TurnProvider):
+    """Turns on Kitta Realtime TTS v2, with an optional warm standby session.
+
+    Args:
+        api_key: Kitta key (default ``$KITTA_API_KEY``); it only ever travels in the handshake header (or the
+            auth frame with ``auth="frame"``).
+        base_url: server (``wss://realtime.fishaudio.org`` by default; http(s) mapped to ws(s)).
+        options: :class:`KittaOptions` (voice_id and model at least).
+        standby: keep one ready session in the background so that a turn starts without a handshake.
+        standby_max_age: retire the standby after this many seconds (keep it below the server's idle timeout).
+        client: an existing :class:`KittaClient` (then ``api_key``/``base_url``/knobs are ignored; the
+            provider does not close it).
+        **client_kwargs: ``auth``, ``max_retries``, ``backoff_initial``, ``backoff_max``, ``connect_timeout``,
+            ``event_timeout``, ``close_timeout``, ``resume_after_audio``, ``proxy`` (see KittaClient).
+    """
+
+    provider = "kitta"
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        options: KittaOptions | None = None,
+        standby: bool = True,
+        standby_max_age: float = 15.0,
+        limits: KittaLimits | None = None,
+        client: KittaClient | None = None,
+        **client_kwargs: Any,
+    ) -> None:
+        if not isinstance(options, KittaOptions):
+            raise TTSInvalidOptionError("options", options, "KittaOptions(voice_id=..., model=...)")
+        if (
+            isinstance(standby_max_age, bool)
+            or not isinstance(standby_max_age, (int, float))
+            or standby_max_age <= 0
+        ):
+            raise TTSInvalidOptionError("standby_max_age", standby_max_age, "a number of seconds > 0")
+        self._options = options
+        self._own_client = client is None
+        self._client = client or KittaClient(api_key, base_url=base_url, limits=limits, **client_kwargs)
+        self.standby_enabled = standby
+        self.standby_max_age = float(standby_max_age)
+        self._standby: KittaSession | None = None
+        self._standby_task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._turns: set[KittaTurn] = set()
+        self._closing: set[asyncio.Task[None]] = set()
+        self._closed = False
+        #: Counters for diagnostics and tests.
+        self.standby_hits = 0
+        self.standby_misses = 0
+        self.standby_retired = 0
+        self.standby_created = 0
+
+    def __repr__(self) -> str:
+        return f"KittaTurnProvider(client={self._client!r}, standby={self.standby_enabled})"
+
+    @property
+    def client(self) -> KittaClient:
+        return self._client
+
+    @property
+    def options(self) -> KittaOptions:
+        return self._options
+
+    @property
+    def standby_session(self) -> KittaSession | None:
+        return self._standby
+
+    # --------------------------------------------------------------------------------------------- options
+
+    def _turn_options(self, overrides: dict[str, Any]) -> KittaOptions:
+        if "voice" in overrides:  # adapters speak of "voice"
+            overrides = dict(overrides)
+            voice = overrides.pop("voice")
+            overrides.setdefault("voice_id", voice)
+        overrides.pop("sample_rate", None)
+        return self._options.with_overrides(**overrides)
+
+    def update_options(self, **options: Any) -> None:
+        new = self._turn_options(options)
+        if new.start_request() != self._options.start_request():
+            self._retire_standby("options changed")
+        self._options = new
+
+    # --------------------------------------------------------------------------------------------- standby
+
+    def _ensure_standby_loop(self) -> None:
+        if not self.standby_enabled or self._closed:
+            return
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        if self._standby_task is None or self._standby_task.done():
+            self._standby_task = asyncio.create_task(self._standby_loop(), name="kitta-standby")
+
+    def _kick(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _retire_standby(self, why: str) -> None:
+        session, self._standby = self._standby, None
+        if session is not None:
+            self.standby_retired += 1
+            log.debug("kitta: retiring standby %s (%s)", session.request_id, why)
+            self._spawn_close(session)
+        self._kick()
+
+    def _spawn_close(self, session: KittaSession) -> None:
+        task = asyncio.create_task(session.close(1000, "standby retired"), name="kitta-standby-close")
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _standby_loop(self) -> None:
+        """Keep one fresh session ready. Replaced after use, retired by age, backed off after failures."""
+        assert self._wake is not None
+        failures = 0
+        while not self._closed:
+            session = self._standby
+            if session is None:
+                session = self._standby = self._client.session(self._options)
+                session.task.add_done_callback(lambda _t: self._kick())
+                self.standby_created += 1
+            if session.ended or not session.alive:
+                # failed (auth, network...): back off before the next one; turns connect on their own
+                self._standby = None
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** (failures - 1))
+                log.warning(
+                    "kitta: standby session failed (%s); next attempt in %.1f s", session.error, delay
+                )
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                continue
+            if session.proto.is_ready:
+                failures = 0
+            remaining = self.standby_max_age - session.age
+            if remaining <= 0:
+                self._retire_standby("max age")
+                continue
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
+                await asyncio.wait_for(self._wake.wait(), remaining)
+
+    def _take_standby(self, options: KittaOptions) -> KittaSession | None:
+        session = self._standby
+        if session is None:
+            return None
+        if not session.alive:
+            self._standby = None
+            self._kick()
+            return None
+        if session.age >= self.standby_max_age:
+            self._retire_standby("max age")
+            return None
+        if session.proto.request != options.start_request():
+            return None  # per-turn overrides: the standby stays for the next default turn
+        self._standby = None
+        self._kick()  # start the replacement now
+        return session
+
+    async def prewarm(self) -> None:
+        """Start the standby (if enabled) and wait until it is ready; raises its error if it fails."""
+        if not self.standby_enabled or self._closed:
+            return
+        self._ensure_standby_loop()
+        await asyncio.sleep(0)  # let the loop create it
+        session = self._standby
+        if session is None:
+            return
+        await session.wait_ready(self._client.connect_timeout + self._client.event_timeout)
+
+    # ----------------------------------------------------------------------------------------------- turns
+
+    async def open_turn(self, *, sample_rate: int, **overrides: Any) -> KittaTurn:
+        rate = _check_rate(sample_rate)
+        options = self._turn_options(overrides)
+        if self._closed:
+            raise TTSConnectionError("kitta: provider is closed", retryable=False)
+        session: KittaSession | None = None
+        if self.standby_enabled:
+            self._ensure_standby_loop()
+            session = self._take_standby(options)
+            if session is not None:
+                self.standby_hits += 1
+            else:
+                self.standby_misses += 1
+        gen = self._client.generation(options, session=session)
+        turn = KittaTurn(gen, rate, from_standby=session is not None)
+        self._turns.add(turn)
+        if len(self._turns) > 64:
+            self._turns = {t for t in self._turns if not t.done}
+        log.debug("kitta: turn %s opened (standby=%s)", turn.id, session is not None)
+        return turn
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._kick()
+        task = self._standby_task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, 5.0)
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            await standby.close(1000, "provider closed")
+        if self._closing:
+            await asyncio.wait(set(self._closing), timeout=5.0)
+        if self._own_client:
+            await self._client.aclose()
+        else:
+            for turn in list(self._turns):
+                if not turn.done:
+                    await turn.cancel()
+        self._turns.clear()
