@@ -1,0 +1,33 @@
+"""Pipecat services for ttsbridge's providers (``pip install ttsbridge[pipecat]``).
+
+- :class:`NineninesixTTSService` / :class:`NineninesixHttpTTSService`: drop-in replacements for Pipecat's
+  ``CartesiaTTSService`` / ``CartesiaHttpTTSService`` against the Nineninesix API.
+- :class:`TurnTTSService` / :class:`TurnHttpTTSService`: the provider-neutral bases, for any
+  :class:`ttsbridge.turns.TurnProvider`.
+
+See docs/pipecat.md.
+"""
+
+from __future__ import annotations
+
+try:
+    import pipecat  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "ttsbridge.pipecat needs Pipecat: pip install 'ttsbridge[pipecat]' (pipecat-ai>=1.14,<2)"
+    ) from exc
+
+from ttsbridge.pipecat._base import TurnHttpTTSService, TurnTTSService
+from ttsbridge.pipecat.nineninesix import (
+    NineninesixHttpTTSService,
+    NineninesixTTSService,
+    NineninesixTTSSettings,
+)
+
+__all__ = [
+    "NineninesixHttpTTSService",
+    "NineninesixTTSService",
+    "NineninesixTTSSettings",
+    "TurnHttpTTSService",
+    "TurnTTSService",
+]

@@ -1,0 +1,666 @@
+"""Pipecat TTS services written once over the provider-neutral :mod:`ttsbridge.turns` interface.
+
+:class:`TurnTTSService` (a Pipecat ``WebsocketTTSService``) maps one Pipecat audio context (one LLM turn, or
+one ``TTSSpeakFrame``) to one provider :class:`~ttsbridge.turns.Turn`; :class:`TurnHttpTTSService` (a plain
+``TTSService``) speaks every released sentence through :meth:`~ttsbridge.turns.TurnProvider.synthesize`.
+Per-provider services (``NineninesixTTSService``, ``KittaTTSService``...) are thin subclasses that build the
+provider and name its settings.
+
+What the base guarantees, whatever the provider:
+
+* every sentence the aggregator releases goes to the turn's :meth:`Turn.send`; the end of the LLM turn (or of
+  the ``TTSSpeakFrame``) calls :meth:`Turn.end`;
+* barge-in cancels the open turns (:meth:`Turn.cancel`, in the background so the ``InterruptionFrame`` is not
+  held up) and no audio of a cancelled turn is pushed after the interruption; the connection is the provider's
+  and stays up;
+* audio arrives already decoded and resampled to the pipeline's output rate, and is pushed as
+  ``TTSAudioRawFrame``\\ s followed by ``TTSStoppedFrame`` when the turn is done;
+* a failed turn ends at once with an ``ErrorFrame`` (fatal for a bad key, no credits, an unknown voice or
+  model); the rest of its text is dropped, and never reaches the LLM context as if it had been spoken;
+* word-level ``TTSTextFrame``\\ s are emitted as the audio that carries them is pushed (see
+  :mod:`ttsbridge.pipecat._words`), so an interrupted assistant message ends near where playback stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from loguru import logger
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    InterruptionFrame,
+    TTSAudioRawFrame,
+    TTSStoppedFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.settings import TTSSettings
+from pipecat.services.tts_service import TTSService, WebsocketTTSService
+from pipecat.transcriptions.language import Language
+
+from ttsbridge._redact import redact
+from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.pipecat._errors import classify
+from ttsbridge.pipecat._words import DEFAULT_CHARS_PER_SECOND, SpeechRate, WordClock
+from ttsbridge.turns import Turn, TurnProvider
+
+__all__ = ["TurnHttpTTSService", "TurnTTSService"]
+
+#: How many failed context ids are remembered (to drop the rest of a failed turn's text).
+_FAILED_MEMORY = 256
+#: Clause boundaries at which streamed tokens are released to providers that render every send on its own.
+_CLAUSE_END = ".!?;:,…\n"
+
+
+class _TokenCoalescer:
+    """Holds streamed LLM tokens until a clause ends (or ``max_chars`` pile up, cut at a word boundary).
+
+    Used in ``TextAggregationMode.TOKEN`` for providers that render every ``send`` as an utterance of its own
+    (Nineninesix bills and renders each transcript separately, and trims it): sending "Hel" and "lo" apart
+    would speak two fragments.
+    """
+
+    def __init__(self, max_chars: int = 80) -> None:
+        self._buf = ""
+        self._max = max_chars
+
+    def push(self, text: str) -> str:
+        self._buf += text
+        cut = -1
+        for i in range(len(self._buf) - 2, -1, -1):
+            if self._buf[i] in _CLAUSE_END and self._buf[i + 1].isspace():
+                cut = i + 2
+                break
+        if cut < 0 and len(self._buf) >= self._max:
+            space = max(self._buf.rfind(" "), self._buf.rfind("\n"))
+            if space > 0:
+                cut = space + 1
+        if cut < 0:
+            return ""
+        out, self._buf = self._buf[:cut], self._buf[cut:]
+        return out
+
+    def flush(self) -> str:
+        out, self._buf = self._buf, ""
+        return out
+
+
+class _TurnServiceMixin:
+    """What the WebSocket and HTTP services share: settings -> provider options, error reporting, word
+    timing, and the bookkeeping that keeps a failed turn's unspoken text out of the LLM context.
+
+    Must come before the Pipecat base class in the MRO.
+    """
+
+    # Set by the concrete class' __init__ before TTSService.__init__ runs.
+    _provider: TurnProvider
+    _secrets: tuple[str, ...]
+    _speech_rate: SpeechRate
+    _failed_contexts: OrderedDict[str, None]
+    _settings: TTSSettings
+
+    #: Settings field -> provider option name. Subclasses extend or rename.
+    settings_to_options: ClassVar[dict[str, str]] = {
+        "voice": "voice",
+        "model": "model",
+        "language": "language",
+    }
+
+    def _init_turn_common(
+        self, provider: TurnProvider, secrets: Sequence[str | None], chars_per_second: float
+    ) -> None:
+        self._provider = provider
+        self._secrets = tuple(s for s in secrets if s)
+        self._speech_rate = SpeechRate(chars_per_second)
+        self._failed_contexts = OrderedDict()
+
+    @property
+    def provider(self) -> TurnProvider:
+        """The :class:`~ttsbridge.turns.TurnProvider` this service speaks through."""
+        return self._provider
+
+    def can_generate_metrics(self) -> bool:
+        return True
+
+    def language_to_service_language(self, language: Language) -> str | None:
+        """Pipecat ``Language`` -> the provider's language string (its BCP-47 code: ``"en"``, ``"de-DE"``)."""
+        return str(getattr(language, "value", language))
+
+    # -- settings -----------------------------------------------------------------------------------------
+
+    def _provider_options(self) -> dict[str, Any]:
+        """The provider options the current settings ask for."""
+        out: dict[str, Any] = {}
+        for field_name, option in self.settings_to_options.items():
+            value = getattr(self._settings, field_name, None)
+            if isinstance(value, Language):
+                value = self.language_to_service_language(value)
+            out[option] = value
+        return out
+
+    def _sync_provider_options(self) -> None:
+        """Push the settings to the provider; raises TTSInvalidOptionError for a bad value."""
+        self._provider.update_options(**self._provider_options())
+
+    async def _update_settings(self, delta: TTSSettings) -> dict[str, Any]:
+        changed: dict[str, Any] = await super()._update_settings(delta)  # type: ignore[misc]
+        if not changed:
+            return changed
+        try:
+            self._sync_provider_options()
+        except TTSInvalidOptionError as exc:
+            # Refuse the update: keep speaking with the settings that work.
+            for name, old in changed.items():
+                if hasattr(self._settings, name):
+                    setattr(self._settings, name, old)
+                else:
+                    self._settings.extra[name] = old
+            await self.push_error(  # type: ignore[attr-defined]
+                error_msg=f"{self} rejected settings update: {self._redact(exc)}",
+                exception=exc,
+                category=_application_category(),
+            )
+            return {}
+        if changed.keys() & {"voice", "model"}:
+            # Another voice speaks at another rate.
+            self._speech_rate.reset()
+        await self._on_turn_settings_changed(changed)
+        return changed
+
+    async def _on_turn_settings_changed(self, changed: dict[str, Any]) -> None:
+        """Hook: settings that apply to new turns have changed."""
+
+    # -- errors -------------------------------------------------------------------------------------------
+
+    def _redact(self, text: object) -> str:
+        return redact(text, self._secrets)
+
+    async def _report_failure(self, exc: BaseException, context_id: str | None = None) -> None:
+        """Push an ErrorFrame for ``exc``: fatal errors make the service unusable."""
+        verdict = classify(exc)
+        where = f" (context {context_id})" if context_id else ""
+        message = f"{self} {self._provider.provider or 'TTS'} error{where}: {self._redact(exc)}"
+        await self.push_error(  # type: ignore[attr-defined]
+            error_msg=message,
+            exception=exc if isinstance(exc, Exception) else None,
+            category=verdict.category,
+            force_treat_as_permanent=verdict.fatal,
+        )
+
+    def _mark_failed(self, context_id: str) -> bool:
+        """Remember that ``context_id`` failed; False if it was already known."""
+        if context_id in self._failed_contexts:
+            return False
+        self._failed_contexts[context_id] = None
+        while len(self._failed_contexts) > _FAILED_MEMORY:
+            self._failed_contexts.popitem(last=False)
+        return True
+
+    def _drop_unspoken_text(self, context_id: str) -> None:
+        """Complete ``context_id``'s spoken slots in Pipecat's sequencer without emitting their text.
+
+        Pipecat force-completes a slot at the end of its audio context by emitting the text no word event
+        covered, as if it had been spoken (pipecat #5305). For a failed turn that text was never heard.
+        """
+        sequencer = getattr(self, "_aggregated_frame_sequencer", None)
+        slots = getattr(sequencer, "_slots", None)
+        if sequencer is None or slots is None:
+            return
+        for slot in slots:
+            if getattr(slot, "context_id", None) == context_id and slot.spoken and not slot.complete:
+                slot.complete = True
+
+    async def _end_failed_audio_context(self, context_id: str) -> None:
+        """Drop the failed context's unspoken text and end its audio context now (no 3-second wait)."""
+        self._drop_unspoken_text(context_id)
+        if self.audio_context_available(context_id):  # type: ignore[attr-defined]
+            await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))  # type: ignore[attr-defined]
+            await self.remove_audio_context(context_id)  # type: ignore[attr-defined]
+
+    async def _record_context_audio_outcome(self, context_id: str, received_audio: bool) -> None:
+        # A failed turn was already reported with its real cause; don't report it again as "completed with
+        # no audio", and don't count it towards Pipecat's silent-provider limit.
+        if context_id in self._failed_contexts:
+            return
+        await super()._record_context_audio_outcome(context_id, received_audio)  # type: ignore[misc]
+
+    async def _push_words(self, words: list[tuple[str, float]], context_id: str) -> None:
+        if words:
+            await self.add_word_timestamps(words, context_id)  # type: ignore[attr-defined]
+
+
+def _application_category() -> Any:
+    from pipecat.utils.errors import ErrorCategory
+
+    return ErrorCategory.APPLICATION
+
+
+@dataclass(eq=False)
+class _TurnState:
+    """One open provider turn, behind one Pipecat audio context."""
+
+    context_id: str
+    turn: Turn
+    clock: WordClock
+    coalescer: _TokenCoalescer | None
+    reader: asyncio.Task[None] | None = None
+    ended: bool = False
+    cancelled: bool = False
+    failed: bool = False
+    last_activity: float = 0.0
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+
+class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
+    """A Pipecat ``WebsocketTTSService`` over a :class:`~ttsbridge.turns.TurnProvider`.
+
+    Pipecat's audio contexts map one-to-one onto provider turns: the context id Pipecat assigns to an LLM turn
+    (or a ``TTSSpeakFrame``) opens one provider turn on its first sentence, every further sentence is sent on
+    it, and the end of the LLM turn ends it. The provider owns the connection (pooled, reconnected on demand,
+    refreshed before a server idle close); this service never reconnects on its own.
+
+    Args:
+        provider: the provider to speak through (owned: closed when the pipeline stops).
+        secrets: strings to mask in every log line and error text (the API key).
+        chars_per_second: prior speaking rate for word timing, until completed turns calibrate it.
+        coalesce_tokens: in ``TextAggregationMode.TOKEN``, hold streamed tokens until a clause ends before
+            sending them (for providers that render every send on its own). Defaults to the class attribute.
+        **kwargs: passed to Pipecat's ``WebsocketTTSService`` / ``TTSService`` (``sample_rate``,
+            ``settings``, ``text_aggregation_mode``, ``text_transforms``...).
+    """
+
+    Settings = TTSSettings
+    _settings: TTSSettings
+
+    #: Whether TOKEN mode coalesces tokens into clauses for this provider.
+    coalesce_tokens: ClassVar[bool] = False
+    #: How often an audio context that waits for due audio is kept from Pipecat's 3-second idle timeout.
+    context_refresh_interval_s: ClassVar[float] = 1.0
+    #: How long an open turn (not yet ended) may go without text or audio before its audio context is left to
+    #: Pipecat's idle timeout (the LLM has stalled; the next sentence reopens the context).
+    open_turn_idle_s: ClassVar[float] = 10.0
+
+    def __init__(
+        self,
+        *,
+        provider: TurnProvider,
+        settings: TTSSettings,
+        secrets: Sequence[str | None] = (),
+        chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
+        coalesce_tokens: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._init_turn_common(provider, secrets, chars_per_second)
+        kwargs.setdefault("push_text_frames", False)
+        kwargs.setdefault("push_start_frame", True)
+        kwargs.setdefault("push_stop_frames", False)
+        kwargs.setdefault("pause_frame_processing", False)
+        super().__init__(settings=settings, **kwargs)
+        self._coalesce = self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens
+        self._turns: dict[str, _TurnState] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._sync_provider_options()
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    async def start(self, frame: Frame) -> None:  # type: ignore[override]
+        await super().start(frame)  # type: ignore[arg-type]
+        await self._connect()
+
+    async def stop(self, frame: EndFrame) -> None:
+        # Pipecat waits for every audio context to finish playing before it disconnects; a turn whose LLM
+        # response never ended would hold that wait, so end every open turn first (graceful: its text is
+        # still spoken).
+        for state in list(self._turns.values()):
+            await self._end_turn(state)
+        await super().stop(frame)
+
+    async def _connect(self) -> None:
+        await super()._connect()
+        await self._connect_websocket()
+
+    async def _disconnect(self) -> None:
+        await super()._disconnect()
+        await self._disconnect_websocket()
+
+    async def _connect_websocket(self) -> None:
+        """Warm the provider up (its connection pool, a standby session) so the first turn starts at once."""
+        try:
+            await self._provider.prewarm()
+        except Exception as exc:
+            await self._report_failure(exc)
+            await self._call_event_handler("on_connection_error", self._redact(exc))
+            return
+        await self._call_event_handler("on_connected")
+
+    async def _disconnect_websocket(self) -> None:
+        states = list(self._turns.values())
+        self._turns.clear()
+        for state in states:
+            state.cancelled = True
+        for state in states:
+            if state.reader is not None and not state.reader.done():
+                await self.cancel_task(state.reader)
+            await self._cancel_turn_quietly(state.turn)
+        for task in list(self._background):
+            await self.cancel_task(task)
+        try:
+            await self._provider.aclose()
+        except Exception as exc:
+            logger.warning(f"{self} error closing the provider: {self._redact(exc)}")
+        await self._call_event_handler("on_disconnected")
+
+    async def _receive_messages(self) -> None:
+        """Unused: the provider reads the connection; each turn's audio is read by its own task."""
+
+    # -- synthesis ----------------------------------------------------------------------------------------
+
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        """Send ``text`` on the turn behind ``context_id``, opening the turn on its first sentence."""
+        if context_id in self._failed_contexts:
+            # The turn already failed: the rest of its text is not spoken (and not put in the context).
+            logger.debug(f"{self} dropping text of failed context {context_id}")
+            await self._end_failed_audio_context(context_id)
+            yield None
+            return
+        state = self._turns.get(context_id)
+        if state is None:
+            try:
+                turn = await self._open_turn()
+            except Exception as exc:
+                await self._fail(context_id, exc)
+                yield None
+                return
+            state = _TurnState(
+                context_id=context_id,
+                turn=turn,
+                clock=WordClock(self._speech_rate),
+                coalescer=_TokenCoalescer() if (self._coalesce and self._is_streaming_tokens) else None,
+            )
+            state.touch()
+            self._turns[context_id] = state
+            state.reader = self.create_task(self._read_turn(state), name=f"turn-{context_id[:8]}")
+        # Word timing learns of the text before any of its audio can arrive.
+        state.clock.add_text(text, boundary=not self._is_streaming_tokens)
+        state.touch()
+        to_send = state.coalescer.push(text) if state.coalescer else text
+        if to_send:
+            try:
+                await state.turn.send(to_send)
+            except Exception as exc:
+                await self._fail(context_id, exc)
+                yield None
+                return
+        await self.start_tts_usage_metrics(text)
+        yield None
+
+    async def _open_turn(self) -> Turn:
+        """Open a provider turn; if the opening is cancelled (barge-in), the turn it yields is cancelled."""
+        task = asyncio.ensure_future(self._provider.open_turn(sample_rate=self.sample_rate))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+
+            def _cancel_orphan(t: asyncio.Future[Turn]) -> None:
+                if not t.cancelled() and t.exception() is None:
+                    self._spawn(self._cancel_turn_quietly(t.result()))
+
+            task.add_done_callback(_cancel_orphan)
+            raise
+
+    async def flush_audio(self, context_id: str | None = None) -> None:
+        """End of the LLM turn (or of a ``TTSSpeakFrame``): no more text for that turn."""
+        context_id = context_id or self.get_active_audio_context_id()
+        state = self._turns.get(context_id) if context_id else None
+        if state is not None:
+            await self._end_turn(state)
+
+    async def on_turn_context_completed(self) -> None:
+        context_id = self._turn_context_id
+        await super().on_turn_context_completed()
+        if context_id is None:
+            return
+        # Pipecat only flushes when the audio context is still registered; the turn must end regardless.
+        state = self._turns.get(context_id)
+        if state is not None:
+            await self._end_turn(state)
+        if context_id in self._failed_contexts:
+            # TOKEN mode registers the turn's last sentence only now; it was never spoken.
+            self._drop_unspoken_text(context_id)
+
+    async def _end_turn(self, state: _TurnState) -> None:
+        if state.ended or state.cancelled or state.failed:
+            return
+        state.ended = True
+        state.touch()
+        try:
+            rest = state.coalescer.flush() if state.coalescer else ""
+            if rest:
+                await state.turn.send(rest)
+            await state.turn.end()
+        except Exception as exc:
+            await self._fail(state.context_id, exc)
+
+    async def _on_turn_settings_changed(self, changed: dict[str, Any]) -> None:
+        # Voice, model and language are fixed per provider turn: finish the current one with the old settings
+        # and let the rest of the LLM turn open a new one (as Pipecat's Cartesia service does).
+        context_id = self._turn_context_id
+        if not context_id or context_id not in self._turns:
+            return
+        await self._push_sequencer_frames(
+            await self._aggregated_frame_sequencer.finalize(context_id), context_id
+        )
+        await self._end_turn(self._turns[context_id])
+        self._turn_context_id = None
+        self._turn_context_id = self.create_context_id()
+
+    # -- audio --------------------------------------------------------------------------------------------
+
+    async def _read_turn(self, state: _TurnState) -> None:
+        """Push the turn's audio (and the words it carries) into its audio context until the turn is done."""
+        context_id = state.context_id
+        rate = self.sample_rate
+        try:
+            async for pcm in self._audio_with_refresh(state):
+                if state.cancelled:
+                    return
+                state.touch()
+                await self.append_to_audio_context(
+                    context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
+                )
+                await self._push_words(state.clock.add_audio(len(pcm) / (2 * rate)), context_id)
+            if state.cancelled:
+                return
+            # done: the rest of the words, timed by the real duration; then the stop frame.
+            await self._push_words(state.clock.end_segment(), context_id)
+            if self.audio_context_available(context_id):
+                await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))
+                await self.remove_audio_context(context_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not state.cancelled:
+                await self._fail(context_id, exc)
+        finally:
+            if self._turns.get(context_id) is state:
+                del self._turns[context_id]
+
+    async def _audio_with_refresh(self, state: _TurnState) -> AsyncIterator[bytes]:
+        """The turn's audio; while waiting for due audio, keep the audio context from timing out.
+
+        Pipecat ends an audio context after 3 s without items and drops audio that arrives later for a turn
+        that has ended. Audio is due once the turn has ended (the provider bounds that wait), or while text
+        was sent recently.
+        """
+        iterator = state.turn.__aiter__()
+        interval = min(self.context_refresh_interval_s, max(0.1, self._stop_frame_timeout_s / 3))
+        while True:
+            pending = asyncio.ensure_future(iterator.__anext__())
+            try:
+                while True:
+                    done, _ = await asyncio.wait({pending}, timeout=interval)
+                    if done:
+                        break
+                    idle = time.monotonic() - state.last_activity
+                    if state.ended or idle < self.open_turn_idle_s:
+                        self._refresh_audio_context(state.context_id)
+            except asyncio.CancelledError:
+                pending.cancel()
+                raise
+            try:
+                pcm = pending.result()
+            except StopAsyncIteration:
+                return
+            if pcm:
+                yield pcm
+
+    # -- barge-in -----------------------------------------------------------------------------------------
+
+    async def on_audio_context_interrupted(self, context_id: str) -> None:
+        """Barge-in: stop the turn's audio now and cancel it on the server in the background."""
+        state = self._turns.pop(context_id, None)
+        if state is not None:
+            self._abandon(state)
+        await super().on_audio_context_interrupted(context_id)
+
+    async def _handle_interruption(self, frame: InterruptionFrame, direction: FrameDirection) -> None:
+        await super()._handle_interruption(frame, direction)
+        # Turns whose audio context had already been let go (idle LLM) are interrupted too, unless they
+        # belong to uninterruptible speech that Pipecat kept.
+        for context_id, state in list(self._turns.items()):
+            tts_context = self._tts_contexts.get(context_id)
+            if tts_context is None or tts_context.interruptible:
+                del self._turns[context_id]
+                self._abandon(state)
+
+    def _abandon(self, state: _TurnState) -> None:
+        """No more audio of this turn reaches the pipeline; cancel it on the server without waiting."""
+        state.cancelled = True
+        self._spawn(self._cancel_and_reap(state))
+
+    async def _cancel_and_reap(self, state: _TurnState) -> None:
+        await self._cancel_turn_quietly(state.turn)
+        reader = state.reader
+        if reader is not None and not reader.done():
+            # Turn.cancel() ends the iterator; the reader then returns on its own.
+            try:
+                await asyncio.wait_for(asyncio.shield(reader), timeout=2.0)
+            except (asyncio.TimeoutError, Exception):
+                await self.cancel_task(reader)
+
+    async def _cancel_turn_quietly(self, turn: Turn) -> None:
+        try:
+            await turn.cancel()
+        except Exception as exc:  # Turn.cancel() should never raise; never let it break the pipeline.
+            logger.warning(f"{self} cancelling turn {getattr(turn, 'id', '?')}: {self._redact(exc)}")
+
+    def _spawn(self, coro: Any) -> None:
+        task = self.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- failures -----------------------------------------------------------------------------------------
+
+    async def _fail(self, context_id: str, exc: BaseException) -> None:
+        """The turn behind ``context_id`` failed: report once, end its audio context now, drop its text."""
+        state = self._turns.pop(context_id, None)
+        if state is not None:
+            state.failed = True
+            if state.reader is not None and state.reader is not asyncio.current_task():
+                state.cancelled = True
+                self._spawn(self._cancel_and_reap(state))
+        if not self._mark_failed(context_id):
+            return
+        await self.stop_all_metrics()
+        await self._report_failure(exc, context_id)
+        await self._end_failed_audio_context(context_id)
+
+
+class TurnHttpTTSService(_TurnServiceMixin, TTSService):
+    """A Pipecat ``TTSService`` speaking each released sentence with one
+    :meth:`~ttsbridge.turns.TurnProvider.synthesize` call (e.g. Nineninesix ``POST /tts/sse``).
+
+    Frames are pushed as the provider yields audio (not after the whole response), word-level
+    ``TTSTextFrame``\\ s follow the audio that carries them, and a failed request ends the LLM turn with an
+    ``ErrorFrame``, dropping its unspoken text. Same arguments as :class:`TurnTTSService`.
+    """
+
+    Settings = TTSSettings
+    _settings: TTSSettings
+
+    def __init__(
+        self,
+        *,
+        provider: TurnProvider,
+        settings: TTSSettings,
+        secrets: Sequence[str | None] = (),
+        chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
+        **kwargs: Any,
+    ) -> None:
+        self._init_turn_common(provider, secrets, chars_per_second)
+        kwargs.setdefault("push_text_frames", False)
+        kwargs.setdefault("push_start_frame", True)
+        kwargs.setdefault("push_stop_frames", True)
+        super().__init__(settings=settings, **kwargs)
+        self._clocks: dict[str, WordClock] = {}
+        self._sync_provider_options()
+
+    async def stop(self, frame: EndFrame) -> None:
+        await super().stop(frame)
+        await self._close_provider()
+
+    async def cancel(self, frame: Frame) -> None:  # type: ignore[override]
+        await super().cancel(frame)  # type: ignore[arg-type]
+        await self._close_provider()
+
+    async def _close_provider(self) -> None:
+        try:
+            await self._provider.aclose()
+        except Exception as exc:
+            logger.warning(f"{self} error closing the provider: {self._redact(exc)}")
+
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        """Synthesize one sentence, yielding audio frames as the provider streams them."""
+        if context_id in self._failed_contexts:
+            logger.debug(f"{self} dropping text of failed context {context_id}")
+            await self._end_failed_audio_context(context_id)
+            return
+        clock = self._clocks.get(context_id)
+        if clock is None:
+            clock = self._clocks[context_id] = WordClock(self._speech_rate)
+        clock.add_text(text, boundary=True)
+        await self.start_tts_usage_metrics(text)
+        rate = self.sample_rate
+        try:
+            async for pcm in self._provider.synthesize(text, sample_rate=rate):
+                if not pcm:
+                    continue
+                yield TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
+                # The frame is in the audio context now; its words follow it.
+                await self._push_words(clock.add_audio(len(pcm) / (2 * rate)), context_id)
+            await self._push_words(clock.end_segment(), context_id)
+        except Exception as exc:
+            self._clocks.pop(context_id, None)
+            if self._mark_failed(context_id):
+                await self.stop_all_metrics()
+                await self._report_failure(exc, context_id)
+                await self._end_failed_audio_context(context_id)
+
+    async def on_turn_context_completed(self) -> None:
+        context_id = self._turn_context_id
+        await super().on_turn_context_completed()
+        if context_id is not None:
+            self._clocks.pop(context_id, None)
+            if context_id in self._failed_contexts:
+                self._drop_unspoken_text(context_id)
+
+    async def on_audio_context_interrupted(self, context_id: str) -> None:
+        self._clocks.pop(context_id, None)
+        await super().on_audio_context_interrupted(context_id)

@@ -1,0 +1,139 @@
+"""Nineninesix TTS for Pipecat: drop-in replacements for ``CartesiaTTSService`` / ``CartesiaHttpTTSService``.
+
+    from ttsbridge.pipecat import NineninesixTTSService
+
+    tts = NineninesixTTSService(
+        api_key=os.environ["NINENINESIX_API_KEY"],          # or leave it out: NINENINESIX_API_KEY is read
+        settings=NineninesixTTSService.Settings(voice="a0e99841-..."),
+    )
+
+The framework logic lives in :mod:`ttsbridge.pipecat._base`; these classes only build the provider.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from pipecat.services.settings import TTSSettings
+
+from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
+from ttsbridge.pipecat._base import TurnHttpTTSService, TurnTTSService
+
+__all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings"]
+
+DEFAULT_BASE_URL = "https://api.nineninesix.ai"
+DEFAULT_MODEL = "gepard-1.0"
+
+
+@dataclass
+class NineninesixTTSSettings(TTSSettings):
+    """Runtime-updatable settings of the Nineninesix services (``TTSUpdateSettingsFrame(delta=...)``).
+
+    Parameters:
+        voice: saved voice id; ``None`` speaks with the server's default voice.
+        model: ``"gepard-1.0"`` (the only model).
+        language: language hint (a Pipecat ``Language`` or a code such as ``"en"``); ``None`` lets the
+            server decide.
+    """
+
+
+def _store_settings(settings: TTSSettings | None) -> NineninesixTTSSettings:
+    store = NineninesixTTSSettings(model=DEFAULT_MODEL, voice=None, language=None)
+    if settings is not None:
+        store.apply_update(settings)  # type: ignore[arg-type]
+    return store
+
+
+def _provider(
+    api_key: str | None,
+    base_url: str,
+    encoding: str,
+    store: NineninesixTTSSettings,
+    http_session: aiohttp.ClientSession | None,
+) -> NineninesixTurnProvider:
+    # Language is pushed after Pipecat has converted it (TTSService.__init__); voice and model are
+    # validated here, before anything connects.
+    options = NineninesixOptions(voice=store.voice, model=store.model, encoding=encoding)  # type: ignore[arg-type]
+    return NineninesixTurnProvider(
+        api_key=api_key, base_url=base_url, options=options, http_session=http_session
+    )
+
+
+class NineninesixTTSService(TurnTTSService):
+    """Nineninesix streaming TTS over the WebSocket API, one server context per turn.
+
+    Args:
+        api_key: ``sk_996_...``; defaults to ``NINENINESIX_API_KEY``. Never logged.
+        base_url: API base (``https://...``; the WebSocket URL is derived from it).
+        encoding: wire encoding, ``pcm_s16le`` | ``pcm_mulaw`` | ``pcm_alaw``. G.711 halves the bytes on the
+            wire and is decoded to PCM16 before frames are built (Pipecat frames are always PCM16).
+        sample_rate: output rate of the audio frames; ``None`` uses the pipeline's
+            ``audio_out_sample_rate``. The server is asked for that rate when it has it (8000, 16000,
+            22050); otherwise it sends 22050 Hz and the audio is resampled locally.
+        settings: ``NineninesixTTSService.Settings(voice=..., model=..., language=...)``.
+        http_session: an aiohttp session to share (otherwise the provider owns one).
+        **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).
+
+    Raises:
+        TTSInvalidOptionError: a bad option (encoding, model...), before anything connects.
+    """
+
+    Settings = NineninesixTTSSettings
+    _settings: NineninesixTTSSettings
+    coalesce_tokens = True  # every transcript is rendered (and billed) on its own
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        encoding: str = "pcm_s16le",
+        sample_rate: int | None = None,
+        settings: TTSSettings | None = None,
+        http_session: aiohttp.ClientSession | None = None,
+        **kwargs: Any,
+    ) -> None:
+        store = _store_settings(settings)
+        provider = _provider(api_key, base_url, encoding, store, http_session)
+        super().__init__(
+            provider=provider,
+            settings=store,
+            secrets=(api_key, os.environ.get("NINENINESIX_API_KEY")),
+            sample_rate=sample_rate,
+            **kwargs,
+        )
+
+
+class NineninesixHttpTTSService(TurnHttpTTSService):
+    """Nineninesix TTS over ``POST /tts/sse``, for deployments that cannot hold a WebSocket.
+
+    Every sentence is one request; its audio frames are pushed as the server-sent events arrive. Same
+    arguments as :class:`NineninesixTTSService`.
+    """
+
+    Settings = NineninesixTTSSettings
+    _settings: NineninesixTTSSettings
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        encoding: str = "pcm_s16le",
+        sample_rate: int | None = None,
+        settings: TTSSettings | None = None,
+        http_session: aiohttp.ClientSession | None = None,
+        **kwargs: Any,
+    ) -> None:
+        store = _store_settings(settings)
+        provider = _provider(api_key, base_url, encoding, store, http_session)
+        super().__init__(
+            provider=provider,
+            settings=store,
+            secrets=(api_key, os.environ.get("NINENINESIX_API_KEY")),
+            sample_rate=sample_rate,
+            **kwargs,
+        )
