@@ -49,10 +49,13 @@ class Probe(FrameProcessor):
     """Records every frame in the order it was pushed (direct mode: no queue, nothing dropped on
     interruption) and signals the first audio frame."""
 
-    def __init__(self) -> None:
+    def __init__(self, words: int = 1) -> None:
         super().__init__(enable_direct_mode=True)
         self.frames: list[Frame] = []
         self.first_audio = asyncio.Event()
+        #: set once ``words`` TTSTextFrames have passed
+        self.words_seen = asyncio.Event()
+        self._words_wanted = words
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -60,6 +63,8 @@ class Probe(FrameProcessor):
             self.frames.append(frame)
             if isinstance(frame, TTSAudioRawFrame):
                 self.first_audio.set()
+            if sum(isinstance(f, TTSTextFrame) for f in self.frames) >= self._words_wanted:
+                self.words_seen.set()
         await self.push_frame(frame, direction)
 
 

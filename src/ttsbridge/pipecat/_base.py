@@ -24,6 +24,7 @@ What the base guarantees, whatever the provider:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -333,12 +334,25 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     async def _connect_websocket(self) -> None:
         """Warm the provider up (its connection pool, a standby session) so the first turn starts at once."""
         try:
-            await self._provider.prewarm()
+            await self._prewarm()
         except Exception as exc:
             await self._report_failure(exc)
             await self._call_event_handler("on_connection_error", self._redact(exc))
             return
         await self._call_event_handler("on_connected")
+
+    async def _prewarm(self) -> None:
+        """``provider.prewarm()``, telling it the output rate when it takes one (the connection pool may be
+        keyed by the wire format, which follows the rate)."""
+        prewarm = self._provider.prewarm
+        try:
+            takes_rate = "sample_rate" in inspect.signature(prewarm).parameters
+        except (TypeError, ValueError):
+            takes_rate = False
+        if takes_rate:
+            await prewarm(sample_rate=self.sample_rate)  # type: ignore[call-arg]
+        else:
+            await prewarm()
 
     async def _disconnect_websocket(self) -> None:
         states = list(self._turns.values())
