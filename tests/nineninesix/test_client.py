@@ -198,8 +198,8 @@ async def test_generation_failed_ends_one_turn_and_the_socket_stays(emu: Emulato
         assert dominant_frequency(segment(pcm, 16000, 0.05, 0.4), 16000) == pytest.approx(
             tone_frequency(S1), rel=0.01
         )
-        await speak(provider, S2)
-        assert emu.stats.ws_connections == 1
+        await speak(provider, S2, rate=16000)
+        assert emu.stats.ws_connections == 1  # same format, same socket
     finally:
         await provider.aclose()
 
