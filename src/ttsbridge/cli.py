@@ -93,6 +93,8 @@ async def _say(args: argparse.Namespace) -> int:
             turn = await provider.open_turn(sample_rate=args.sample_rate)
             ttfa: float | None = None
             pcm = bytearray()
+            long_text = len(sentences) > 3 or len(text) > 200
+            shown = 0.0
 
             async def feed() -> None:
                 for s in sentences:
@@ -105,9 +107,11 @@ async def _say(args: argparse.Namespace) -> int:
                     if ttfa is None:
                         ttfa = time.perf_counter() - t0
                     pcm += chunk
-                    if len(sentences) > 1:
-                        secs = len(pcm) / 2 / args.sample_rate
-                        _progress(f"{secs:6.1f} s of audio  ({len(sentences)} sentences sent)")
+                    secs = len(pcm) / 2 / args.sample_rate
+                    step = 0.5 if sys.stderr.isatty() else 5.0
+                    if long_text and secs - shown >= step:
+                        shown = secs
+                        _progress(f"{secs:6.1f} s of audio received ({len(sentences)} sentences)")
                 await feeder
             finally:
                 if not feeder.done():
@@ -117,7 +121,7 @@ async def _say(args: argparse.Namespace) -> int:
             total = time.perf_counter() - t0
         finally:
             await provider.aclose()
-    if len(sentences) > 1 and sys.stderr.isatty():
+    if len(sentences) > 3 and sys.stderr.isatty():
         sys.stderr.write("\n")
     write_wav(args.out, bytes(pcm), args.sample_rate)
     seconds = len(pcm) / 2 / args.sample_rate
