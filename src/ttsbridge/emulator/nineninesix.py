@@ -56,7 +56,7 @@ from ttsbridge.emulator.voices import VoiceNotFoundError
 if TYPE_CHECKING:
     from ttsbridge.emulator.server import Emulator
 
-__all__ = ["OutputFormat", "parse_output_format", "setup_nineninesix_routes"]
+__all__ = ["EMULATOR_KEY", "OutputFormat", "parse_output_format", "setup_nineninesix_routes"]
 
 log = logging.getLogger("ttsbridge.emulator")
 
@@ -65,6 +65,9 @@ CONTAINERS_HTTP = ("raw", "wav")
 ENCODINGS = ("pcm_s16le", "pcm_mulaw", "pcm_alaw")
 SAMPLE_RATES = (8000, 16000, 22050)
 _TRUE_WORDS = ("true", "1", "yes", "on")
+
+#: Where the app keeps its Emulator.
+EMULATOR_KEY: web.AppKey[Any] = web.AppKey("ttsbridge_emulator", object)
 _DEAD_IDS_KEPT = 4096
 
 
@@ -203,7 +206,7 @@ class _Context:
 
 @dataclass
 class _Out:
-    kind: Literal["frame", "close", "drop"]
+    kind: Literal["frame", "close", "drop", "stop"]
     frame: dict[str, Any] | None = None
     context_id: str | None = None
     is_chunk: bool = False
@@ -237,6 +240,13 @@ class _Outbox:
             out = self._items.popleft()
             self._cond.notify_all()
             return out
+
+    async def finish(self) -> None:
+        """Let the writer end after what is queued (even when closed to new frames)."""
+        async with self._cond:
+            self.closed = True
+            self._items.append(_Out("stop"))
+            self._cond.notify_all()
 
     def purge(self, context_id: str) -> int:
         """Drop the queued chunk frames of ``context_id``; return how many."""
@@ -309,8 +319,10 @@ class _WSConnection:
                     self.emu.notify()
                     await self.ws.close(code=out.code, message=out.reason.encode())
                     return
-                else:
+                elif out.kind == "drop":
                     self.abort()
+                    return
+                else:  # stop
                     return
         except (ConnectionError, RuntimeError, asyncio.CancelledError) as exc:
             if isinstance(exc, asyncio.CancelledError):
@@ -354,12 +366,16 @@ class _WSConnection:
                     break
         finally:
             self.closing = True
-            for ctx in list(self.contexts.values()):
-                if ctx.task is not None:
-                    ctx.task.cancel()
+            tasks = [c.task for c in self.contexts.values() if c.task is not None and not c.task.done()]
+            for task in tasks:
+                task.cancel()
             for ctx in list(self.contexts.values()):
                 self._forget(ctx)
+            if tasks:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=5.0)
             if not writer.done():
+                await self.outbox.finish()
                 try:
                     await asyncio.wait_for(asyncio.shield(writer), timeout=6.0)
                 except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
@@ -625,7 +641,7 @@ class _WSConnection:
 
 
 async def handle_websocket(request: web.Request) -> web.StreamResponse:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     key = _api_key_of(request, allow_query=True)
     if not emu.config.is_valid_key(key):
         emu.stats.ws_rejected += 1
@@ -661,7 +677,7 @@ class _HttpJob:
 
 
 def _http_check_key(request: web.Request) -> web.Response | None:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     emu.stats.http_requests += 1
     emu.notify()
     if not emu.config.is_valid_key(_api_key_of(request, allow_query=False)):
@@ -679,7 +695,7 @@ def _http_error_for(emu: Emulator, spec: ErrorSpec, message: str | None = None) 
 async def _http_parse(
     request: web.Request, containers: tuple[str, ...]
 ) -> tuple[_HttpJob | None, web.Response | None]:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     try:
         body = await request.json()
     except ValueError:
@@ -816,7 +832,7 @@ def _fault_label(fault: Fault) -> str:
 
 
 async def handle_bytes(request: web.Request) -> web.StreamResponse:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     if (denied := _http_check_key(request)) is not None:
         return denied
     job, err = await _http_parse(request, CONTAINERS_HTTP)
@@ -861,7 +877,7 @@ def _sse(event: dict[str, Any]) -> bytes:
 
 
 async def handle_sse(request: web.Request) -> web.StreamResponse:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     if (denied := _http_check_key(request)) is not None:
         return denied
     job, err = await _http_parse(request, CONTAINERS_WS)
@@ -913,7 +929,7 @@ async def handle_sse(request: web.Request) -> web.StreamResponse:
 
 
 async def handle_voices_list(request: web.Request) -> web.Response:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     if (denied := _http_check_key(request)) is not None:
         return denied
     q = request.query
@@ -959,7 +975,7 @@ async def handle_voices_list(request: web.Request) -> web.Response:
 
 
 async def handle_voice_get(request: web.Request) -> web.Response:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     if (denied := _http_check_key(request)) is not None:
         return denied
     try:
@@ -970,7 +986,7 @@ async def handle_voice_get(request: web.Request) -> web.Response:
 
 
 async def handle_voice_clone(request: web.Request) -> web.Response:
-    emu: Emulator = request.app["emulator"]
+    emu: Emulator = request.app[EMULATOR_KEY]
     if (denied := _http_check_key(request)) is not None:
         return denied
     if not request.content_type.startswith("multipart/"):
@@ -1004,7 +1020,7 @@ async def handle_voice_clone(request: web.Request) -> web.Response:
 
 
 def setup_nineninesix_routes(app: web.Application) -> None:
-    """Add the Nineninesix routes to the emulator's app (``app["emulator"]`` is the Emulator)."""
+    """Add the Nineninesix routes to the emulator's app (``app[EMULATOR_KEY]`` is the Emulator)."""
     app.router.add_get("/tts/websocket", handle_websocket)
     app.router.add_post("/tts/bytes", handle_bytes)
     app.router.add_post("/tts/sse", handle_sse)

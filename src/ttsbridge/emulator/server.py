@@ -15,7 +15,7 @@ from aiohttp import web
 from ttsbridge.emulator.config import EmulatorConfig
 from ttsbridge.emulator.faults import Fault, FaultBook
 from ttsbridge.emulator.kitta import setup_kitta_routes
-from ttsbridge.emulator.nineninesix import setup_nineninesix_routes
+from ttsbridge.emulator.nineninesix import EMULATOR_KEY, setup_nineninesix_routes
 from ttsbridge.emulator.voices import VoiceRegistry
 
 __all__ = ["Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
@@ -256,7 +256,7 @@ class Emulator:
 def build_app(emulator: Emulator) -> web.Application:
     """The aiohttp app of ``emulator``: Nineninesix routes plus the Kitta endpoint."""
     app = web.Application(client_max_size=32 * 1024 * 1024)
-    app["emulator"] = emulator
+    app[EMULATOR_KEY] = emulator
     setup_nineninesix_routes(app)
     setup_kitta_routes(app, emulator)
     return app
