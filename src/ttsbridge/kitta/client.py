@@ -97,21 +97,32 @@ class KittaAudio(NamedTuple):
     sample_rate: int
 
 
+def _safe_url(url: str) -> str:
+    """``url`` for an error message: no user info, no query (either may hold a credential)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, host, parts.path, "", "")) + ("?…" if parts.query else "")
+    except ValueError:
+        return "<unparsable URL>"
+
+
 def build_url(base_url: str) -> str:
     """``base_url`` -> the ``/v2/tts/live`` WebSocket URL (http -> ws, https -> wss). A key in the URL is
     refused (:class:`TTSInvalidOptionError`): Kitta keys never travel in a URL."""
     parts = urlsplit(base_url)
+    shown = _safe_url(base_url)
     scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
     if scheme is None or not parts.netloc:
         raise TTSInvalidOptionError(
-            "base_url", redact(base_url), "an absolute ws://, wss://, http:// or https:// URL"
+            "base_url", shown, "an absolute ws://, wss://, http:// or https:// URL"
         )
     if any(k.lower() in _KEY_PARAMS for k, _ in parse_qsl(parts.query, keep_blank_values=True)):
         raise TTSInvalidOptionError(
-            "base_url", redact(base_url), "a URL without credentials", hint="pass the key as api_key="
+            "base_url", shown, "a URL without credentials", hint="pass the key as api_key="
         )
     if "@" in parts.netloc:
-        raise TTSInvalidOptionError("base_url", redact(base_url), "a URL without user:password")
+        raise TTSInvalidOptionError("base_url", shown, "a URL without user:password")
     path = parts.path.rstrip("/")
     if not path.endswith(PATH):
         path += PATH

@@ -190,9 +190,9 @@ class KittaTurnProvider(TurnProvider):
 
     def update_options(self, **options: Any) -> None:
         new = self._turn_options(options)
-        if new.start_request() != self._options.start_request():
+        old, self._options = self._options, new
+        if new.start_request() != old.start_request():
             self._retire_standby("options changed")
-        self._options = new
 
     # --------------------------------------------------------------------------------------------- standby
 
@@ -226,11 +226,7 @@ class KittaTurnProvider(TurnProvider):
         assert self._wake is not None
         failures = 0
         while not self._closed:
-            session = self._standby
-            if session is None:
-                session = self._standby = self._client.session(self._options)
-                session.task.add_done_callback(lambda _t: self._kick())
-                self.standby_created += 1
+            session = self._standby or self._new_standby()
             if session.ended or not session.alive:
                 # failed (auth, network...): back off before the next one; turns connect on their own
                 self._standby = None
@@ -254,6 +250,12 @@ class KittaTurnProvider(TurnProvider):
                 # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
                 await asyncio.wait_for(self._wake.wait(), remaining)
 
+    def _new_standby(self) -> KittaSession:
+        session = self._standby = self._client.session(self._options)
+        session.task.add_done_callback(lambda _t: self._kick())
+        self.standby_created += 1
+        return session
+
     def _take_standby(self, options: KittaOptions) -> KittaSession | None:
         session = self._standby
         if session is None:
@@ -275,11 +277,10 @@ class KittaTurnProvider(TurnProvider):
         """Start the standby (if enabled) and wait until it is ready; raises its error if it fails."""
         if not self.standby_enabled or self._closed:
             return
-        self._ensure_standby_loop()
-        await asyncio.sleep(0)  # let the loop create it
         session = self._standby
-        if session is None:
-            return
+        if session is None or not session.alive:
+            session = self._new_standby()
+        self._ensure_standby_loop()
         await session.wait_ready(self._client.connect_timeout + self._client.event_timeout)
 
     # ----------------------------------------------------------------------------------------------- turns

@@ -1,0 +1,470 @@
+"""Pure unit tests of the Kitta wire models and the sans-I/O session (no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from ttsbridge.errors import TTSAPIError, TTSInvalidOptionError
+from ttsbridge.kitta.client import build_url, retry_request_id
+from ttsbridge.kitta.models import (
+    AudioEvent,
+    AuthEvent,
+    ErrorEvent,
+    KittaLimits,
+    KittaOptions,
+    StartEvent,
+    StartRequest,
+    TextEvent,
+)
+from ttsbridge.kitta.protocol import (
+    KittaConnectionClosed,
+    KittaLimitError,
+    KittaProtocol,
+    KittaProtocolError,
+    SegmentStatus,
+    State,
+    decode,
+    encode,
+    split_text,
+)
+
+RID = "req-1"
+
+
+def srv(**obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(frames: list[bytes]) -> list[dict[str, Any]]:
+    return [msgpack.unpackb(f, raw=False) for f in frames]
+
+
+def make(auth: str = "header", limits: KittaLimits | None = None) -> KittaProtocol:
+    req = StartRequest(voice_id="tone", model="fishaudio-s21pro-flash", format="pcm")
+    return KittaProtocol(
+        request_id=RID,
+        request=req,
+        auth=auth,
+        token="kitta_secret" if auth == "frame" else None,
+        limits=limits or KittaLimits(),
+    )
+
+
+def ready(p: KittaProtocol) -> list[dict[str, Any]]:
+    """Drive a session to READY; returns the frames it sent on the way."""
+    sent = unpack(p.data_to_send())
+    p.receive(srv(event="authenticated"))
+    sent += unpack(p.data_to_send())
+    p.receive(srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16))
+    return sent
+
+
+def audio(seq: int | None, data: bytes = b"\x01\x00" * 4) -> bytes:
+    obj: dict[str, Any] = {
+        "event": "audio",
+        "request_id": RID,
+        "audio": data,
+        "sample_rate": 24000,
+        "channels": 1,
+        "bit_depth": 16,
+    }
+    if seq is not None:
+        obj["seq"] = seq
+    return srv(**obj)
+
+
+# ------------------------------------------------------------------------------------------------- models
+
+
+def test_client_events_are_strict() -> None:
+    with pytest.raises(ValidationError):
+        TextEvent.model_validate({"event": "text", "text": "hi", "extra": 1})
+    with pytest.raises(ValidationError):
+        StartRequest.model_validate({"voice_id": "v", "model": "m", "format": "pcm", "Speed": 1.0})
+    with pytest.raises(ValidationError):
+        StartEvent(request_id="", request=StartRequest(voice_id="v", model="m", format="pcm"))
+    with pytest.raises(ValidationError):
+        StartEvent(request_id="x" * 129, request=StartRequest(voice_id="v", model="m", format="pcm"))
+    StartEvent(request_id="x" * 128, request=StartRequest(voice_id="v", model="m", format="pcm"))
+
+
+def test_auth_token_is_not_in_repr() -> None:
+    assert "kitta_secret" not in repr(AuthEvent(token="kitta_secret"))
+
+
+def test_msgpack_round_trip_of_client_events() -> None:
+    start = StartEvent(
+        request_id="abc",
+        request=StartRequest(
+            voice_id="v", model="fishaudio-s21pro-flash", format="pcm", speed=1, latency="normal"
+        ),
+    )
+    obj = msgpack.unpackb(encode(start), raw=False)
+    assert obj == {
+        "event": "start",
+        "request_id": "abc",
+        "request": {
+            "voice_id": "v",
+            "model": "fishaudio-s21pro-flash",
+            "format": "pcm",
+            "speed": 1.0,
+            "latency": "normal",
+        },
+    }  # None fields left out
+    assert StartEvent.model_validate(obj) == start
+
+
+def test_server_events_tolerate_extra_fields_and_audio_is_raw_bytes() -> None:
+    ev = decode(
+        srv(
+            event="audio",
+            request_id=RID,
+            sequence=3,
+            audio=b"\x00\x01",
+            sample_rate=24000,
+            channels=1,
+            bit_depth=16,
+            new_field="x",
+        )
+    )
+    assert isinstance(ev, AudioEvent)
+    assert ev.seq == 3 and ev.audio == b"\x00\x01"
+    err = decode(srv(event="error", code="internal_error", message="m", retryable=True, trace="t"))
+    assert isinstance(err, ErrorEvent) and err.retryable
+    assert decode(srv(event="something_new", x=1)) is None  # unknown events are ignored
+    with pytest.raises(KittaProtocolError):
+        decode(b"\xc1")  # not msgpack
+    with pytest.raises(KittaProtocolError):
+        decode(srv(event="finish", units="many"))
+
+
+# ------------------------------------------------------------------------------------------------ options
+
+
+def test_options_validated_before_connecting() -> None:
+    with pytest.raises(TTSInvalidOptionError) as exc:
+        KittaOptions(voice_id="v", format="mp3")
+    assert exc.value.field == "format" and exc.value.allowed == ["pcm"]
+    with pytest.raises(TTSInvalidOptionError) as exc:
+        KittaOptions(voice_id="v", model="nope")
+    assert exc.value.field == "model" and "qwen-tts" in exc.value.allowed
+    with pytest.raises(TTSInvalidOptionError) as exc:
+        KittaOptions(voice_id="v", model="qwen-tts", speed=1.2)  # Qwen has no speed
+    assert exc.value.field == "speed" and "qwen-tts" in str(exc.value)
+    with pytest.raises(TTSInvalidOptionError) as exc:
+        KittaOptions(voice_id="v", model="minimax-speech", chunk_length=200)
+    assert exc.value.field == "chunk_length"
+    with pytest.raises(TTSInvalidOptionError) as exc:
+        KittaOptions(voice_id="v", speed=5)
+    assert exc.value.field == "speed" and exc.value.value == 5
+    with pytest.raises(TTSInvalidOptionError) as exc:
+        KittaOptions(voice_id="v", voice="x")
+    assert exc.value.field == "voice"
+    with pytest.raises(TTSInvalidOptionError):
+        KittaOptions(voice_id="v", sample_rate=1000)
+    ok = KittaOptions(
+        voice_id="v", model="qwen-tts", instructions="calm", optimize_instructions=True, language="en"
+    )
+    assert ok.start_request().model_dump(exclude_none=True) == {
+        "voice_id": "v",
+        "model": "qwen-tts",
+        "format": "pcm",
+        "language": "en",
+        "instructions": "calm",
+        "optimize_instructions": True,
+    }
+    assert ok.with_overrides(language="de").language == "de"
+
+
+def test_urls_never_carry_keys() -> None:
+    assert build_url("https://realtime.fishaudio.org") == "wss://realtime.fishaudio.org/v2/tts/live"
+    assert build_url("http://127.0.0.1:9/") == "ws://127.0.0.1:9/v2/tts/live"
+    assert build_url("wss://h/v2/tts/live") == "wss://h/v2/tts/live"
+    for bad in ("wss://h/?token=kitta_x", "wss://h/?api_key=kitta_x", "ftp://h", "wss://u:kitta_x@h/"):
+        with pytest.raises(TTSInvalidOptionError) as exc:
+            build_url(bad)
+        assert "kitta_x" not in str(exc.value)
+
+
+def test_retry_request_ids_are_derived_and_bounded() -> None:
+    assert retry_request_id("abc", 1) == "abc.r1"
+    long = retry_request_id("x" * 128, 12)
+    assert len(long) == 128 and long.endswith(".r12")
+
+
+# ---------------------------------------------------------------------------------------------- splitting
+
+
+def test_split_prefers_sentences_then_words() -> None:
+    s1 = "A" * 1500 + ". "
+    s2 = "B" * 900 + ". "
+    pieces = split_text(s1 + s2, 2000)
+    assert pieces == [s1, s2]
+    words = " ".join(["word"] * 600)  # 2999 chars, no sentence end
+    pieces = split_text(words, 2000)
+    assert "".join(pieces) == words and all(len(p) <= 2000 for p in pieces)
+    assert pieces[0].endswith(" ") and not pieces[1].startswith(" ")
+    blob = "x" * 4500
+    assert split_text(blob, 2000) == ["x" * 2000, "x" * 2000, "x" * 500]
+    assert split_text("", 10) == []
+    assert split_text("short.", 10) == ["short."]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from([". ", "! ", "? ", " ", "\n", "。", "  "]), st.text(min_size=1, max_size=40)
+        ),
+        max_size=60,
+    ),
+    st.integers(min_value=5, max_value=120),
+)
+def test_split_round_trips_and_respects_limit(parts: list[str], limit: int) -> None:
+    text = "".join(parts)
+    pieces = split_text(text, limit)
+    assert "".join(pieces) == text
+    assert all(0 < len(p) <= limit for p in pieces)
+
+
+# -------------------------------------------------------------------------------------------- the machine
+
+
+def test_phase_order_and_gating() -> None:
+    p = make()
+    assert p.state is State.CONNECTING
+    p.send_text("Hello. ")
+    p.flush()
+    assert p.data_to_send() == []  # nothing before authenticated (header auth)
+    p.receive(srv(event="authenticated"))
+    assert p.state is State.AUTHENTICATED
+    sent = unpack(p.data_to_send())
+    assert [f["event"] for f in sent] == ["start"] and sent[0]["request_id"] == RID
+    assert p.state is State.STARTED
+    assert p.data_to_send() == []  # text waits for ready
+    p.receive(srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16))
+    assert p.state is State.READY and p.sample_rate == 24000
+    assert unpack(p.data_to_send()) == [{"event": "text", "text": "Hello. "}, {"event": "flush"}]
+    assert p.state is State.STREAMING
+    p.stop()
+    assert unpack(p.data_to_send()) == [{"event": "stop"}]
+    assert p.state is State.STOPPING
+    with pytest.raises(KittaProtocolError):
+        p.send_text("after stop")
+    p.receive(srv(event="finish", request_id=RID, units=6))
+    assert p.state is State.FINISHED and p.finish_units == 6
+    assert p.connection_lost(1000) is None
+
+
+def test_frame_auth_sends_the_auth_event_first() -> None:
+    p = make(auth="frame")
+    assert unpack(p.data_to_send()) == [{"event": "auth", "token": "kitta_secret"}]
+    assert "kitta_secret" not in repr(p)
+
+
+def test_out_of_order_server_events_fail_the_session() -> None:
+    p = make()
+    with pytest.raises(KittaProtocolError):
+        p.receive(srv(event="ready", request_id=RID, sample_rate=24000))
+    assert p.state is State.FAILED
+    p = make()
+    ready(p)
+    with pytest.raises(KittaProtocolError):
+        p.receive(srv(event="authenticated"))
+    p = make()
+    p.receive(srv(event="authenticated"))
+    p.data_to_send()
+    with pytest.raises(KittaProtocolError):
+        p.receive(srv(event="ready", request_id="someone-else", sample_rate=24000))
+
+
+def test_stereo_or_8bit_pcm_is_refused() -> None:
+    p = make()
+    p.receive(srv(event="authenticated"))
+    p.data_to_send()
+    with pytest.raises(KittaProtocolError):
+        p.receive(srv(event="ready", request_id=RID, sample_rate=24000, channels=2, bit_depth=16))
+
+
+def test_long_text_is_split_into_text_events() -> None:
+    p = make()
+    ready(p)
+    text = ("Sentence number one is here. " * 100).strip()  # 2899 chars
+    p.send_text(text)
+    p.flush()
+    frames = unpack(p.data_to_send())
+    texts = [f["text"] for f in frames if f["event"] == "text"]
+    assert len(texts) == 2 and "".join(texts) == text
+    assert all(len(t) <= 2000 for t in texts)
+    assert texts[0].endswith(". ")  # at a sentence boundary
+    assert [f["event"] for f in frames].count("flush") == 1
+    assert len(p.segments) == 1 and p.segments[0].text == text
+
+
+def test_segment_is_flushed_early_before_the_segment_limit() -> None:
+    p = make()
+    ready(p)
+    sentence = "x" * 1499 + ". "  # 1501 chars
+    for _ in range(8):  # 12,008 chars without a flush
+        p.send_text(sentence)
+    frames = unpack(p.data_to_send())
+    segment, sizes = 0, []
+    for f in frames:
+        if f["event"] == "text":
+            segment += len(f["text"])
+        elif f["event"] == "flush":
+            sizes.append(segment)
+            segment = 0
+    assert sizes == [6 * 1501]  # flushed before the 7th sentence would exceed 10,000
+    assert segment == 2 * 1501  # still buffered
+    p.flush()
+    assert max(len(s.text) for s in p.segments) <= 10_000 and len(p.segments) == 2
+
+
+def test_session_unit_limit_raises_before_sending() -> None:
+    p = make(limits=KittaLimits(max_session_units=100))
+    ready(p)
+    p.send_text("a" * 60)
+    p.flush()
+    p.data_to_send()
+    with pytest.raises(KittaLimitError) as exc:
+        p.send_text("b" * 41)
+    assert exc.value.limit == "max_session_units" and "100" in str(exc.value)
+    assert p.data_to_send() == []  # nothing of it was queued
+    assert p.units_sent == 60
+    p.send_text("b" * 40)  # exactly at the limit is fine
+
+
+def test_whitespace_only_flush_is_not_a_segment() -> None:
+    p = make()
+    ready(p)
+    p.send_text("  ")
+    assert p.flush() is False
+    assert unpack(p.data_to_send()) == [{"event": "text", "text": "  "}]
+    assert p.segments == []
+
+
+def test_audio_is_reordered_by_sequence() -> None:
+    p = make()
+    ready(p)
+    p.send_text("Hi. ")
+    p.flush()
+    p.data_to_send()
+    assert p.receive(audio(1, b"\x01\x00")) == []  # held until 0 arrives
+    out = p.receive(audio(0, b"\x00\x00"))
+    assert [e.seq for e in out] == [0, 1]
+    assert p.receive(audio(1, b"\x01\x00")) == []  # duplicate dropped
+    assert p.receive(audio(3, b"\x03\x00")) == []  # gap...
+    usage = p.receive(srv(event="usage", request_id=RID, units=3))
+    assert [getattr(e, "seq", "usage") for e in usage] == [3, "usage"]  # ...released in order at segment end
+    assert p.segments[0].status is SegmentStatus.DONE and p.units_billed == 3
+
+
+def test_audio_without_sequence_keeps_arrival_order() -> None:
+    p = make()
+    ready(p)
+    out = p.receive(audio(None, b"\x05\x00")) + p.receive(audio(None, b"\x06\x00"))
+    assert [e.audio for e in out] == [b"\x05\x00", b"\x06\x00"]
+
+
+def test_error_event_maps_to_typed_error() -> None:
+    p = make()
+    ready(p)
+    events = p.receive(
+        srv(event="error", request_id=RID, code="internal_error", message="boom", retryable=True)
+    )
+    assert isinstance(events[-1], ErrorEvent)
+    assert p.state is State.FAILED
+    err = p.error
+    assert isinstance(err, TTSAPIError)
+    assert (err.provider, err.error_code, err.retryable, err.request_id) == (
+        "kitta",
+        "internal_error",
+        True,
+        RID,
+    )
+    assert p.connection_lost(1011) is err
+
+
+@pytest.mark.parametrize(("code", "retryable"), [(1012, True), (1013, True), (1006, False), (1000, False)])
+def test_close_codes(code: int, retryable: bool) -> None:
+    p = make()
+    ready(p)
+    err = p.connection_lost(code, "bye")
+    assert isinstance(err, KittaConnectionClosed)
+    assert err.close_code == code and err.retryable is retryable
+
+
+def test_resume_replays_only_undelivered_segments() -> None:
+    p = make()
+    ready(p)
+    for text in ("One. ", "Two. ", "Three. "):
+        p.send_text(text)
+        p.flush()
+    p.send_text("Tail")
+    p.stop()
+    p.data_to_send()
+    p.receive(audio(0))
+    p.receive(srv(event="usage", request_id=RID, units=4))  # "One." done
+    p.receive(srv(event="error", code="overloaded", message="", retryable=True))
+    assert [s.status for s in p.segments] == [
+        SegmentStatus.DONE,
+        SegmentStatus.PENDING,
+        SegmentStatus.PENDING,
+        SegmentStatus.PENDING,
+    ]
+    assert p.can_resume()
+    q = KittaProtocol(request_id="req-1.r1", request=p.request)
+    assert p.replay_into(q) == 3
+    ready_frames = ready_frames_of(q)
+    texts = [f.get("text") for f in ready_frames if f["event"] == "text"]
+    assert texts == ["Two. ", "Three. ", "Tail"]
+    assert [f["event"] for f in ready_frames][-1] == "stop"
+
+
+def ready_frames_of(q: KittaProtocol) -> list[dict[str, Any]]:
+    q.receive(srv(event="authenticated"))
+    q.data_to_send()
+    q.receive(srv(event="ready", request_id=q.request_id, sample_rate=24000, channels=1, bit_depth=16))
+    return unpack(q.data_to_send())
+
+
+def test_part_delivered_segment_is_never_replayed() -> None:
+    p = make()
+    ready(p)
+    p.send_text("One. ")
+    p.flush()
+    p.data_to_send()
+    p.receive(audio(0))
+    p.receive(srv(event="error", code="internal_error", message="", retryable=True))
+    assert p.segments[0].status is SegmentStatus.DELIVERING
+    assert not p.can_resume()
+    with pytest.raises(KittaProtocolError):
+        p.replay_into(KittaProtocol(request_id="r2", request=p.request))
+
+
+def test_local_close_is_terminal_and_silent() -> None:
+    p = make()
+    ready(p)
+    p.send_text("x")
+    p.close()
+    assert p.state is State.CLOSED
+    assert p.data_to_send() == []
+    assert p.receive(audio(0)) == []
+    assert p.connection_lost(1006) is None
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(TTSInvalidOptionError):
+        KittaLimits(max_text_chars=0)
+    with pytest.raises(TTSInvalidOptionError):
+        KittaLimits(max_text_chars=500, max_segment_chars=100)
+    with pytest.raises(TTSInvalidOptionError) as exc:
+        KittaLimits(max_text_chars=-1)
+    assert exc.value.field == "max_text_chars" and exc.value.value == -1
