@@ -67,7 +67,12 @@ async def ours_turn(provider: NineninesixTurnProvider) -> float:
 async def main(turns: int) -> None:
     async with Emulator(EmulatorConfig(realtime_factor=0.0)) as emu:
         url = f"{emu.ws_url}?api_key={emu.api_key}"
-        results: dict[str, list[float]] = {"floor warm": [], "ours warm": [], "floor cold": [], "ours cold": []}
+        results: dict[str, list[float]] = {
+            "floor warm": [],
+            "ours warm": [],
+            "floor cold": [],
+            "ours cold": [],
+        }
         opts = NineninesixOptions(voice=TONE_VOICE_ID)
         async with connect(url) as ws:
             provider = NineninesixTurnProvider(emu.api_key, base_url=emu.base_url, options=opts)
@@ -90,7 +95,9 @@ async def main(turns: int) -> None:
             results["ours cold"].append(time.perf_counter() - t0)
             await provider.aclose()
     med = {k: statistics.median(v) * 1000 for k, v in results.items()}
-    print(f"time to first audio over loopback, median of {turns} warm turns / {len(results['ours cold'])} cold")
+    print(
+        f"time to first audio over loopback, median of {turns} warm turns / {len(results['ours cold'])} cold"
+    )
     for k, v in med.items():
         print(f"  {k:12} {v:8.2f} ms")
     print(f"  ratio ours/floor warm: {med['ours warm'] / med['floor warm']:.2f}")
