@@ -72,8 +72,10 @@ _default_logger = logging.getLogger("ttsbridge.livekit")
 #: Prior speaking rate (characters per second, one character per word gap) before any audio was measured.
 DEFAULT_CHARS_PER_SECOND = 14.0
 _MIN_CPS, _MAX_CPS = 4.0, 40.0
-#: Weight of the latest completed turn in the calibrated speaking rate (exponential moving average).
-_CPS_SMOOTHING = 0.5
+#: How much of the evidence of earlier turns is kept when a turn completes (the rate follows a voice change).
+_CPS_DECAY = 0.5
+#: The prior counts as this many seconds of audio at ``chars_per_second``.
+_CPS_PRIOR_SECONDS = 1.0
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -183,7 +185,11 @@ class WordTimer:
         """Text sent for this turn, in order (whitespace kept, so the words concatenate back to the text)."""
         words = _WORD.findall(text)
         if not words:
-            self._leading += text
+            if self._pending:  # whitespace after a held word belongs to it
+                w, wt = self._pending[-1]
+                self._pending[-1] = (w + text, wt)
+            else:
+                self._leading += text
             return
         words[0] = self._leading + text[: len(text) - len(text.lstrip())] + words[0]
         self._leading = ""
@@ -308,7 +314,7 @@ class TurnTTS(tts.TTS):
         self._sentence_tokenizer: tokenize.SentenceTokenizer = (
             tokenizer if is_given(tokenizer) else tokenize.blingfire.SentenceTokenizer()
         )
-        self._chars_per_second = chars_per_second
+        self._cps_evidence = (chars_per_second * _CPS_PRIOR_SECONDS, _CPS_PRIOR_SECONDS)
         self._logger = logger or _default_logger
         self._secrets = tuple(s for s in secrets if s)
         self._streams: weakref.WeakSet[TurnSynthesizeStream] = weakref.WeakSet()
@@ -331,14 +337,24 @@ class TurnTTS(tts.TTS):
 
     @property
     def chars_per_second(self) -> float:
-        """The speaking rate word timing starts from (calibrated on every completed turn)."""
-        return self._chars_per_second
+        """The speaking rate word timing starts from: characters over seconds of the completed turns (older
+        turns count less), starting from the prior."""
+        chars, seconds = self._cps_evidence
+        return min(max(chars / seconds, _MIN_CPS), _MAX_CPS)
 
-    def _observe_rate(self, measured: float | None) -> None:
-        if measured is None:
+    def _observe_turn(self, timer: WordTimer) -> None:
+        """A turn completed: add its characters and audio seconds to the rate evidence."""
+        if timer.audio_seconds <= 0 or timer.weight_total <= 0:
             return
-        measured = min(max(measured, _MIN_CPS), _MAX_CPS)
-        self._chars_per_second += _CPS_SMOOTHING * (measured - self._chars_per_second)
+        chars, seconds = self._cps_evidence
+        self._cps_evidence = (
+            chars * _CPS_DECAY + timer.weight_total,
+            seconds * _CPS_DECAY + timer.audio_seconds,
+        )
+
+    def _reset_rate(self, chars_per_second: float = DEFAULT_CHARS_PER_SECOND) -> None:
+        """Forget the measured rate (the voice changed)."""
+        self._cps_evidence = (chars_per_second * _CPS_PRIOR_SECONDS, _CPS_PRIOR_SECONDS)
 
     def _redact(self, text: object) -> str:
         return redact(text, self._secrets)
@@ -496,9 +512,9 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
                 if timer is not None:
                     _emit_words(timer.on_audio(len(pcm) / 2 / rate))
             if timer is not None and opened.done:
-                words, measured = timer.finish()
+                words, _ = timer.finish()
                 _emit_words(words)
-                owner._observe_rate(measured)
+                owner._observe_turn(timer)
 
         input_t = asyncio.create_task(_input_task(), name="TurnSynthesizeStream.input")
         send_t = asyncio.create_task(_send_task(), name="TurnSynthesizeStream.send")
@@ -592,12 +608,12 @@ class TurnChunkedStream(tts.ChunkedStream):
                             TimedString(w.text, start_time=w.start, end_time=w.end)
                         )
             if timer is not None:
-                words, measured = timer.finish()
+                words, _ = timer.finish()
                 for w in words:
                     output_emitter.push_timed_transcript(
                         TimedString(w.text, start_time=w.start, end_time=w.end)
                     )
-                owner._observe_rate(measured)
+                owner._observe_turn(timer)
             output_emitter.flush()
         except asyncio.CancelledError:
             raise

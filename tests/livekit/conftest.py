@@ -12,15 +12,23 @@ if TYPE_CHECKING:
     from ttsbridge.emulator import Emulator
 
 
+#: server-side tasks (the emulator and aiohttp's request handlers) are not the client's to clean up
+_SERVER_CODE = ("/ttsbridge/emulator/", "/aiohttp/web_")
+
+
 def _ignorable(task: asyncio.Task[object]) -> bool:
     try:
         coro = task.get_coro()
         name = getattr(coro, "__qualname__", "") or type(coro).__name__
         if "async_generator_athrow" in name:
             return True
-        for frame in task.get_stack():
-            if "pytest" in frame.f_code.co_filename:
-                return True
+        code = getattr(coro, "cr_code", None)
+        files = [code.co_filename] if code is not None else []
+        files += [frame.f_code.co_filename for frame in task.get_stack()]
+        if any("pytest" in f for f in files):
+            return True
+        if any(marker in f for f in files for marker in _SERVER_CODE):
+            return True
     except Exception:
         pass
     return False

@@ -110,8 +110,8 @@ def test_timing_properties(sentences: list[str], chunks: list[float], prior: flo
     rest, _ = t.finish()
     words += rest
     text = "".join(sentences)
-    if text.strip():
-        assert "".join(w.text for w in words) == text
+    if text.strip():  # whitespace after the last released word may be dropped, nothing else
+        assert "".join(w.text for w in words).rstrip() == text.rstrip()
     starts = [w.start for w in words]
     assert starts == sorted(starts)
     assert all(w.end >= w.start for w in words)

@@ -154,5 +154,8 @@ class TTS(TurnTTS):
             changes["sample_rate"] = wire_sample_rate
         if not changes:
             return
+        before = self._provider_impl.options.voice
         self._provider_impl.update_options(**changes)
+        if self._provider_impl.options.voice != before:
+            self._reset_rate()  # word timing re-learns the new voice's speaking rate
         self._model = self._provider_impl.options.model
