@@ -114,9 +114,7 @@ def build_url(base_url: str) -> str:
     shown = _safe_url(base_url)
     scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
     if scheme is None or not parts.netloc:
-        raise TTSInvalidOptionError(
-            "base_url", shown, "an absolute ws://, wss://, http:// or https:// URL"
-        )
+        raise TTSInvalidOptionError("base_url", shown, "an absolute ws://, wss://, http:// or https:// URL")
     if any(k.lower() in _KEY_PARAMS for k, _ in parse_qsl(parts.query, keep_blank_values=True)):
         raise TTSInvalidOptionError(
             "base_url", shown, "a URL without credentials", hint="pass the key as api_key="
@@ -272,7 +270,7 @@ class KittaSession:
     async def pump(self) -> None:
         """Write whatever the protocol allows now, in order."""
         ws = self.ws
-        if ws is None:
+        if ws is None or not self.proto.has_data_to_send:
             return
         async with self._send_lock:
             for frame in self.proto.data_to_send():
@@ -347,6 +345,8 @@ class KittaGeneration:
         self._backlog: list[tuple[str, str]] = []
         self._cancelled = False
         self._cancel_event = asyncio.Event()
+        #: Set once the first audio is yielded, or the generation finished, failed or was cancelled.
+        self.first_audio_or_done = asyncio.Event()
         self._finished = False
         self._error: TTSBridgeError | None = None
         client._generations.add(self)
@@ -446,6 +446,7 @@ class KittaGeneration:
             return
         self._cancelled = True
         self._cancel_event.set()
+        self.first_audio_or_done.set()
         session = self._session
         session.wakeup.set()
         with contextlib.suppress(Exception):
@@ -460,6 +461,7 @@ class KittaGeneration:
     async def _fail(self, err: TTSBridgeError) -> None:
         if self._error is None:
             self._error = err
+        self.first_audio_or_done.set()
         with contextlib.suppress(Exception):
             await self._session.close(1000, "failed")
 
@@ -514,10 +516,12 @@ class KittaGeneration:
                     return
                 if item.audio:
                     self.audio_bytes += len(item.audio)
+                    self.first_audio_or_done.set()
                     yield KittaAudio(item.audio, self._proto.sample_rate or item.sample_rate or 0)
             elif isinstance(item, FinishEvent):
                 self.units += item.units
                 self._finished = True
+                self.first_audio_or_done.set()
                 log.debug("kitta %s: finished, %d units", self.request_id, item.units)
                 await session.close(1000, "finished")
                 return
@@ -796,6 +800,7 @@ class KittaClient:
         for gen in list(self._generations):
             if not gen.done:
                 gen._error = TTSConnectionError("kitta: client closed", retryable=False)
+                gen.first_audio_or_done.set()
                 gen._session.wakeup.set()
         sessions = list(self._sessions)
         if sessions:

@@ -292,6 +292,11 @@ class KittaProtocol:
         return self.audio_bytes > 0
 
     @property
+    def has_data_to_send(self) -> bool:
+        """Whether :meth:`data_to_send` may return frames (cheap check for the I/O loop)."""
+        return bool(self._outbox) and not self.terminal
+
+    @property
     def buffered_text(self) -> str:
         return "".join(self._buffer)
 

@@ -118,6 +118,8 @@ class KittaTurnProvider(TurnProvider):
         options: :class:`KittaOptions` (voice_id and model at least).
         standby: keep one ready session in the background so that a turn starts without a handshake.
         standby_max_age: retire the standby after this many seconds (keep it below the server's idle timeout).
+        standby_replace_delay_max: the replacement of a used standby is started when the turn that took it
+            has its first audio (so the handshake does not compete with it), at the latest after this long.
         client: an existing :class:`KittaClient` (then ``api_key``/``base_url``/knobs are ignored; the
             provider does not close it).
         **client_kwargs: ``auth``, ``max_retries``, ``backoff_initial``, ``backoff_max``, ``connect_timeout``,
@@ -134,6 +136,7 @@ class KittaTurnProvider(TurnProvider):
         options: KittaOptions | None = None,
         standby: bool = True,
         standby_max_age: float = 15.0,
+        standby_replace_delay_max: float = 1.0,
         limits: KittaLimits | None = None,
         client: KittaClient | None = None,
         **client_kwargs: Any,
@@ -146,12 +149,22 @@ class KittaTurnProvider(TurnProvider):
             or standby_max_age <= 0
         ):
             raise TTSInvalidOptionError("standby_max_age", standby_max_age, "a number of seconds > 0")
+        if (
+            isinstance(standby_replace_delay_max, bool)
+            or not isinstance(standby_replace_delay_max, (int, float))
+            or standby_replace_delay_max < 0
+        ):
+            raise TTSInvalidOptionError(
+                "standby_replace_delay_max", standby_replace_delay_max, "seconds >= 0"
+            )
         self._options = options
         self._own_client = client is None
         self._client = client or KittaClient(api_key, base_url=base_url, limits=limits, **client_kwargs)
         self.standby_enabled = standby
         self.standby_max_age = float(standby_max_age)
+        self.standby_replace_delay_max = float(standby_replace_delay_max)
         self._standby: KittaSession | None = None
+        self._replace_gate: asyncio.Event | None = None
         self._standby_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._turns: set[KittaTurn] = set()
@@ -226,6 +239,13 @@ class KittaTurnProvider(TurnProvider):
         assert self._wake is not None
         failures = 0
         while not self._closed:
+            if self._standby is None and self._replace_gate is not None:
+                # Build the replacement once the turn that took the standby has its first audio (or ended),
+                # so that our handshake never competes with that turn's critical path; bounded.
+                gate, self._replace_gate = self._replace_gate, None
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(gate.wait(), self.standby_replace_delay_max)
+                continue
             session = self._standby or self._new_standby()
             if session.ended or not session.alive:
                 # failed (auth, network...): back off before the next one; turns connect on their own
@@ -299,6 +319,8 @@ class KittaTurnProvider(TurnProvider):
             else:
                 self.standby_misses += 1
         gen = self._client.generation(options, session=session)
+        if session is not None:
+            self._replace_gate = gen.first_audio_or_done
         turn = KittaTurn(gen, rate, from_standby=session is not None)
         self._turns.add(turn)
         if len(self._turns) > 64:
