@@ -416,3 +416,23 @@ async def test_http_errors_are_typed(emu: Emulator, code: str, status: int, retr
     assert info.value.status_code == status and info.value.retryable is retryable
     if status == 429:
         assert info.value.retry_after is not None
+
+
+async def test_connection_refused_error_text_has_no_key(caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+
+    caplog.set_level(logging.DEBUG)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = "sk_996_refused_secret_0123456789"
+    provider = NineninesixTurnProvider(key, base_url=f"http://127.0.0.1:{port}", connect_timeout=2)
+    try:
+        with pytest.raises(TTSConnectionError) as info:
+            await provider.open_turn(sample_rate=16000)
+    finally:
+        await provider.aclose()
+    assert "127.0.0.1" in str(info.value)  # says where it tried
+    assert key not in str(info.value) and key not in repr(info.value)
+    assert key not in caplog.text
+    assert info.value.retryable
