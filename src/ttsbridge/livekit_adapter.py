@@ -440,7 +440,7 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         sentences = owner._sentence_tokenizer.stream()
         has_text = asyncio.Event()  # set on the first non-blank text, or when the input ends without any
         turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
-        state = {"text": False, "audio": False}
+        state = {"text": False, "audio": False, "cancelled": False}
         turn: Turn | None = None
 
         def _emit_words(words: list[TimedWord]) -> None:
@@ -511,7 +511,7 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
                 watchdog.on_audio()
                 if timer is not None:
                     _emit_words(timer.on_audio(len(pcm) / 2 / rate))
-            if timer is not None and opened.done:
+            if timer is not None and opened.done and not state["cancelled"]:  # completed, not cut short
                 words, _ = timer.finish()
                 _emit_words(words)
                 owner._observe_turn(timer)
@@ -535,6 +535,7 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             raise err from None
         finally:
             if turn is not None and not turn.done:
+                state["cancelled"] = True
                 # barge-in (or our own failure): stop the generation, keep the provider's connection
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(turn.cancel(), max(timeout, 1.0))

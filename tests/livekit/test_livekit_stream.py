@@ -29,6 +29,7 @@ from lk_helpers import (
 from livekit.plugins import nineninesix
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_frequency
+from ttsbridge.livekit_adapter import DEFAULT_CHARS_PER_SECOND
 
 
 def test_plugin_is_registered_with_its_logger() -> None:
@@ -179,6 +180,8 @@ async def test_barge_in_cancels_the_context_and_the_next_turn_reuses_the_socket(
         assert first.frame.duration > 0
         await asyncio.wait_for(stream.aclose(), BOUND)  # what LiveKit does on interruption
         assert emu.stats.cancels == 1
+        # a cut-short turn says nothing about the voice's speaking rate
+        assert t.chars_per_second == pytest.approx(DEFAULT_CHARS_PER_SECOND)
         await wait_until(lambda: emu.stats.contexts_cancelled == 1)
         cancel = [m for _, m in emu.stats.messages if m.get("cancel")]
         assert cancel == [{"context_id": first.segment_id, "cancel": True}]
