@@ -1,0 +1,161 @@
+"""``kitta.TTS``: LiveKit TTS over the Kitta turn provider (the shared adapter does the rest)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from livekit.agents import tokenize
+from livekit.agents.types import NOT_GIVEN, NotGivenOr
+from livekit.agents.utils import is_given
+
+from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.kitta import KittaOptions, KittaTurnProvider
+from ttsbridge.livekit_adapter import TurnChunkedStream, TurnSynthesizeStream, TurnTTS
+
+from .log import logger
+from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
+
+API_KEY_ENV = "KITTA_API_KEY"
+
+ChunkedStream = TurnChunkedStream
+SynthesizeStream = TurnSynthesizeStream
+
+
+class TTS(TurnTTS):
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        voice: str,
+        base_url: str = DEFAULT_BASE_URL,
+        model: TTSModels | str = DEFAULT_MODEL,
+        sample_rate: int = DEFAULT_SAMPLE_RATE,
+        language: str | None = None,
+        speed: float | None = None,
+        volume: float | None = None,
+        emotion: str | None = None,
+        latency: TTSLatency | None = None,
+        chunk_length: int | None = None,
+        instructions: str | None = None,
+        optimize_instructions: bool | None = None,
+        standby: bool = True,
+        word_timestamps: bool = True,
+        tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        """Kitta Realtime TTS v2 for LiveKit Agents.
+
+        Args:
+            api_key: the Kitta key; read from ``$KITTA_API_KEY`` when not given. It only travels in the
+                handshake's ``Authorization`` header (never in a URL), and never reaches a log or exception.
+            voice: voice id (``start.request.voice_id``).
+            base_url: server (``wss://realtime.fishaudio.org``; an emulator's ``http://...`` works too).
+            model: one of :data:`TTSModels`; the optional fields each model accepts are checked up front.
+            sample_rate: the rate LiveKit receives (the server's PCM is resampled locally).
+            language, speed, volume, emotion, latency, chunk_length, instructions, optimize_instructions:
+                optional ``start.request`` fields (None = left out).
+            standby: keep one session authenticated, started and ready in the background, so a turn's first
+                sentence goes out without a handshake (v2 carries one generation per connection).
+            word_timestamps: publish estimated word timing for aligned transcripts (see docs/livekit.md).
+            tokenizer: sentence tokenizer for ``stream()``; default blingfire.
+            client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
+                ``event_timeout``, ``standby_max_age``, ``limits``...).
+
+        Raises:
+            TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
+        """
+        key = api_key or os.environ.get(API_KEY_ENV)
+        if not key or not key.strip():
+            raise TTSInvalidOptionError(
+                "api_key", None, f"a Kitta API key, passed as api_key= or set in ${API_KEY_ENV}"
+            )
+        if (
+            isinstance(sample_rate, bool)
+            or not isinstance(sample_rate, int)
+            or not 8000 <= sample_rate <= 96000
+        ):
+            raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
+        given = {
+            "language": language,
+            "speed": speed,
+            "volume": volume,
+            "emotion": emotion,
+            "latency": latency,
+            "chunk_length": chunk_length,
+            "instructions": instructions,
+            "optimize_instructions": optimize_instructions,
+        }
+        options = KittaOptions(
+            voice_id=voice, model=model, **{k: v for k, v in given.items() if v is not None}
+        )
+        extra = dict(client_options or {})
+        provider_kwargs = {
+            k: extra.pop(k) for k in ("standby_max_age", "standby_replace_delay_max", "limits") if k in extra
+        }
+        provider = KittaTurnProvider(
+            key, base_url=base_url, options=options, standby=standby, **provider_kwargs, **extra
+        )
+        super().__init__(
+            turn_provider=provider,
+            sample_rate=sample_rate,
+            model=options.model,
+            provider_name="Kitta",
+            word_timestamps=word_timestamps,
+            tokenizer=tokenizer,
+            logger=logger,
+            secrets=(key,),
+        )
+        self._provider_impl = provider
+        self._base_url = base_url
+
+    def __repr__(self) -> str:
+        o = self._provider_impl.options
+        return (
+            f"kitta.TTS(base_url={self._base_url!r}, voice={o.voice_id!r}, model={o.model!r}, "
+            f"sample_rate={self.sample_rate})"
+        )
+
+    @property
+    def options(self) -> KittaOptions:
+        """The options the next turn will use."""
+        return self._provider_impl.options
+
+    def update_options(
+        self,
+        *,
+        voice: NotGivenOr[str] = NOT_GIVEN,
+        model: NotGivenOr[TTSModels | str] = NOT_GIVEN,
+        language: NotGivenOr[str | None] = NOT_GIVEN,
+        speed: NotGivenOr[float | None] = NOT_GIVEN,
+        volume: NotGivenOr[float | None] = NOT_GIVEN,
+        emotion: NotGivenOr[str | None] = NOT_GIVEN,
+        latency: NotGivenOr[TTSLatency | None] = NOT_GIVEN,
+        chunk_length: NotGivenOr[int | None] = NOT_GIVEN,
+        instructions: NotGivenOr[str | None] = NOT_GIVEN,
+        optimize_instructions: NotGivenOr[bool | None] = NOT_GIVEN,
+    ) -> None:
+        """Change options for turns opened from now on (validated at once; the standby session is replaced).
+        ``None`` clears an optional field."""
+        values: dict[str, Any] = {
+            "language": language,
+            "speed": speed,
+            "volume": volume,
+            "emotion": emotion,
+            "latency": latency,
+            "chunk_length": chunk_length,
+            "instructions": instructions,
+            "optimize_instructions": optimize_instructions,
+        }
+        changes: dict[str, Any] = {k: v for k, v in values.items() if is_given(v)}
+        if is_given(voice):
+            changes["voice_id"] = voice
+        if is_given(model):
+            changes["model"] = model
+        if not changes:
+            return
+        before = self._provider_impl.options.voice_id
+        self._provider_impl.update_options(**changes)
+        self._model = self._provider_impl.options.model
+        if self._provider_impl.options.voice_id != before:
+            self._reset_rate()  # word timing re-learns the new voice's speaking rate
