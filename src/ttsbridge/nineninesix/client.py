@@ -191,7 +191,10 @@ class NineninesixContext:
             if self._cancelled:
                 return
             try:
-                item = await asyncio.wait_for(self._queue.get(), self._wait_budget(timeout))
+                # fast path: no timer task when audio is already queued
+                item = self._queue.get_nowait() if self._queue.qsize() else None
+                if item is None:
+                    item = await asyncio.wait_for(self._queue.get(), self._wait_budget(timeout))
             except asyncio.TimeoutError:
                 if self._queue.qsize() or self._finished.is_set():
                     continue
