@@ -540,3 +540,38 @@ async def test_stats_log_messages_per_connection(emulator: Emulator) -> None:
     assert [n for n, _ in st.messages] == [1, 2]
     assert st.messages_of(2)[0]["transcript"] == "two"
     assert st.contexts_started == st.contexts_done == 2
+
+
+async def test_malformed_request_ends_an_active_context(emulator: Emulator) -> None:
+    async with await Session.open(emulator) as s:
+        await s.say("a", LONG * 2, cont=True)
+        await s.turn("a", chunks=1)
+        await s.send({"context_id": "a", "continue": True, "transcript": 42})
+        t = await s.turn("a")  # chunks already in flight, then the error: no done
+        assert_error_frame(t.final, "invalid_request", 400, "a")
+        await s.say("probe", S1, cont=False)
+        await s.turn("probe")
+        assert [f["type"] for f in s.frames if f["context_id"] == "a"][-1] == "error"
+    assert emulator.stats.contexts_done == 1  # only the probe
+
+
+async def test_serve_hook(unused_tcp_port: int) -> None:
+    from ttsbridge.emulator import TONE_VOICE_ID, EmulatorConfig, serve
+
+    ready: asyncio.Queue[Emulator] = asyncio.Queue()
+    task = asyncio.create_task(
+        serve(
+            EmulatorConfig(host="0.0.0.0", port=unused_tcp_port, default_voice=TONE_VOICE_ID),
+            ready=ready.put_nowait,
+        )
+    )
+    try:
+        emu = await asyncio.wait_for(ready.get(), 5)
+        assert emu.base_url == f"http://127.0.0.1:{unused_tcp_port}"
+        async with await Session.open(emu) as s:
+            await s.say("x", "served", cont=False)
+            assert (await s.turn("x")).final["type"] == "done"  # type: ignore[index]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

@@ -49,6 +49,7 @@ class EmulatorConfig:
         default_voice: voice used when a request names none; None = speech (eSpeak NG) if available, else
             the tone voice.
         retry_after_s: the ``Retry-After`` value sent with HTTP 429 answers.
+        log_messages: keep every client message in ``stats.messages`` (turn off for long-running servers).
         kitta: knobs of the Kitta endpoint.
     """
 
@@ -64,6 +65,7 @@ class EmulatorConfig:
     inband_faults: bool = True
     default_voice: str | None = None
     retry_after_s: float = 1.0
+    log_messages: bool = True
     kitta: KittaConfig = field(default_factory=KittaConfig)
 
     def is_valid_key(self, key: str | None) -> bool:

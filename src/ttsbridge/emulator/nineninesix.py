@@ -400,7 +400,8 @@ class _WSConnection:
                 _error_frame(error_spec("invalid_request"), None, "message must be a JSON object")
             )
             return
-        stats.messages.append((self.number, msg))
+        if self.emu.config.log_messages:
+            stats.messages.append((self.number, msg))
         self.emu.notify()
         if msg.get("cancel") is True:
             await self._on_cancel(msg)
@@ -472,6 +473,10 @@ class _WSConnection:
 
     async def _fail_context(self, ctx: _Context, code: str, message: str | None = None) -> None:
         """A context-ending error (``generation_failed``...): the error frame, refunds, the id dies."""
+        if ctx.task is not None and ctx.task is not asyncio.current_task() and not ctx.task.done():
+            ctx.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await ctx.task
         self._refund(ctx)
         self.outbox.purge(ctx.id)
         self._forget(ctx, dead=True)

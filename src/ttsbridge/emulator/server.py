@@ -110,9 +110,8 @@ class Emulator:
         site = web.TCPSite(runner, self.config.host, self.config.port)
         await site.start()
         self._runner = runner
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self._port = sockets[0].getsockname()[1] if sockets else self.config.port
+        addresses = runner.addresses
+        self._port = int(addresses[0][1]) if addresses else self.config.port
         self.stopping = False
         log.info("emulator listening on %s", self.base_url)
         return self
@@ -148,14 +147,28 @@ class Emulator:
         return self._port
 
     @property
+    def _url_host(self) -> str:
+        host = self.config.host
+        if host in ("", "0.0.0.0"):
+            return "127.0.0.1"
+        if host == "::":
+            return "[::1]"
+        return f"[{host}]" if ":" in host else host
+
+    @property
     def base_url(self) -> str:
         """``http://HOST:PORT`` (clients derive ``ws://`` from it)."""
-        return f"http://{self.config.host}:{self._port}"
+        return f"http://{self._url_host}:{self._port}"
 
     @property
     def ws_url(self) -> str:
         """``ws://HOST:PORT/tts/websocket`` (no key: add ``?api_key=`` yourself)."""
-        return f"ws://{self.config.host}:{self._port}/tts/websocket"
+        return f"ws://{self._url_host}:{self._port}/tts/websocket"
+
+    @property
+    def kitta_url(self) -> str:
+        """``ws://HOST:PORT/v2/tts/live``: the Kitta endpoint."""
+        return f"ws://{self._url_host}:{self._port}/v2/tts/live"
 
     @property
     def api_key(self) -> str:
@@ -279,10 +292,11 @@ def run_forever(host: str = "127.0.0.1", port: int = 8765, **config: Any) -> Non
 
     def _ready(emu: Emulator) -> None:
         print(
-            f"ttsbridge emulator: Nineninesix {emu.base_url} (WebSocket {emu.ws_url}), "
-            f"Kitta ws://{host}:{emu.port}/v2/tts/live; keys: any sk_996_... unless configured",
+            f"ttsbridge emulator: Nineninesix {emu.base_url} (WebSocket {emu.ws_url}), Kitta {emu.kitta_url}; "
+            "keys: any sk_996_... unless configured. Ctrl-C stops.",
             flush=True,
         )
 
+    config.setdefault("log_messages", False)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(EmulatorConfig(host=host, port=port, **config), ready=_ready))
