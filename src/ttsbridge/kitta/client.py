@@ -692,6 +692,9 @@ class KittaClient:
         headers: list[tuple[str, str]] = []
         if self.auth == "header":
             headers.append(("Authorization", f"Bearer {self._api_key}"))
+        extra: dict[str, Any] = {}
+        if self.proxy is not True:  # websockets < 15 has no proxy support (and no such argument)
+            extra["proxy"] = self.proxy
         try:
             ws = await connect(
                 self.url,
@@ -703,7 +706,7 @@ class KittaClient:
                 ping_timeout=20.0,
                 max_size=16 * 1024 * 1024,
                 logger=_ws_log,
-                proxy=self.proxy,
+                **extra,
             )
         except InvalidStatus as exc:
             raise _handshake_error(exc) from None

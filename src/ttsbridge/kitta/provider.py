@@ -246,7 +246,11 @@ class KittaTurnProvider(TurnProvider):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(gate.wait(), self.standby_replace_delay_max)
                 continue
-            session = self._standby or self._new_standby()
+            try:
+                session = self._standby or self._new_standby()
+            except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
+                log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
+                return
             if session.ended or not session.alive:
                 # failed (auth, network...): back off before the next one; turns connect on their own
                 self._standby = None
