@@ -407,3 +407,29 @@ async def test_no_key_in_any_url_or_log(
         assert secret not in str(exc.value)
         for obj in (header, frame, bad, header.client, turn, turn.generation):
             assert secret not in repr(obj)
+
+
+async def test_unflushed_text_is_never_billed_on_cancel(kemu: Emulator, make_client: MakeClient) -> None:
+    client = make_client()
+    gen = client.generation()
+    await gen.send("Buffered but never flushed. ", flush=False)
+    await asyncio.wait_for(gen.session.ready.wait(), WAIT)
+    await gen.cancel()
+    assert [c async for c in gen] == []
+    await kemu.wait_until(lambda: kemu.stats.kitta_client_closes == 1, timeout=WAIT)
+    assert kemu.stats.kitta_segments == 0 and kemu.stats.kitta_units_committed == 0
+
+
+async def test_caller_request_id_is_the_idempotency_key(kemu: Emulator, make_client: MakeClient) -> None:
+    client = make_client()
+    first = client.generation(request_id="order-42")
+    await first.send("First time. ")
+    await first.stop()
+    assert [c async for c in first]
+    again = client.generation(request_id="order-42")  # the same generation, replayed by mistake
+    await again.send("First time. ")
+    await again.stop()
+    with pytest.raises(TTSAPIError) as exc:
+        _ = [c async for c in again]
+    assert exc.value.error_code == "invalid_state" and not exc.value.retryable
+    assert kemu.stats.kitta_request_ids == ["order-42"] and kemu.stats.kitta_segment_texts == ["First time."]
