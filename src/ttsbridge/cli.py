@@ -55,7 +55,7 @@ async def _target(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | No
         return
     from ttsbridge.emulator import Emulator, EmulatorConfig
 
-    async with Emulator(EmulatorConfig(realtime_factor=args.realtime_factor)) as emu:
+    async with Emulator(EmulatorConfig(realtime_factor=args.realtime_factor, log_messages=False)) as emu:
         yield emu.base_url, emu.api_key, emu
 
 
@@ -140,12 +140,13 @@ async def _emulator(args: argparse.Namespace) -> int:
         port=args.port,
         realtime_factor=args.realtime_factor,
         first_chunk_latency_s=args.first_chunk_latency,
+        log_messages=False,  # a long-running server keeps no message log
     )
     async with Emulator(cfg) as emu:
         print(f"ttsbridge emulator listening on {emu.base_url}")
         print(f"  Nineninesix WebSocket: {emu.ws_url}?api_key={emu.api_key}")
         print(f"  Nineninesix HTTP:      {emu.base_url}/tts/bytes, /tts/sse, /voices")
-        print(f"  Kitta v2:              {emu.base_url.replace('http', 'ws', 1)}/v2/tts/live")
+        print(f"  Kitta v2:              {emu.kitta_url}")
         print(f"  any key that starts with sk_996_ works, e.g. {emu.api_key}")
         print("press Ctrl+C to stop", flush=True)
         with contextlib.suppress(asyncio.CancelledError):
