@@ -241,7 +241,7 @@ def turn_cpu(
 def turn_start_table(turn_s: float, reps: int) -> None:
     print()
     print(
-        f"Turn start, PCM16 HQ, a {turn_s:g} s turn in fixed chunks: ms of input before the first output sample, "
+        f"Turn start, PCM16 HQ, a {turn_s:g} s turn in fixed chunks: ms of input before the first output, "
         f"old (stream only) vs new; CPU per chunk over whole turns, median of {reps}"
     )
     header = (
@@ -266,16 +266,17 @@ def turn_start_table(turn_s: float, reps: int) -> None:
             per_old = (old_start + old_rest) / len(chunks) * 1e6
             per_new = (new_start + new_rest) / len(chunks) * 1e6
             print(
-                f"{in_rate:>6}->{out_rate:<6} {chunk_ms:>3}ms  {old_first:>11g}ms {new_first:>3g}ms  {gap:>5}ms"
+                f"{in_rate:>6}->{out_rate:<6} {chunk_ms:>3}ms"
+                f"  {old_first:>11g}ms {new_first:>3g}ms  {gap:>5}ms"
                 f"  {per_old:>11.1f}us {per_new:>5.1f}us {per_new / per_old:>6.2f}x"
                 f"  {new_rest / old_rest:>13.2f}x {(new_start - old_start) * 1e3:>8.2f}ms"
             )
-    print(
-        "'first out': input audio (ms) that must have arrived before process() returns any audio; 'max gap': "
-        "longest input run (ms) without output after the first (stream block jitter; old/new if they differ).\n"
-        f"'CPU/chunk': whole turn incl. flush / chunks; 'steady': chunks after the first {START_S * 1000:g} ms; "
-        f"'extra/turn': added CPU in the first {START_S * 1000:g} ms (the turn-start one-shots)."
-    )
+    start_ms = f"{START_S * 1000:g} ms"
+    print("'first out': input audio (ms) that must have arrived before process() returns any audio.")
+    print("'max gap': longest input run (ms) without output after the first one (stream block jitter;")
+    print("old/new if they differ). 'CPU/chunk': whole turn incl. flush, divided by the number of chunks;")
+    print(f"'steady': only the chunks after the first {start_ms};")
+    print(f"'extra/turn': added CPU in the first {start_ms} (the turn-start one-shots).")
 
 
 def main() -> None:

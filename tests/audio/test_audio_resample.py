@@ -17,9 +17,9 @@ from ttsbridge.audio.resample import QUALITIES, _head_margin
 # output of the whole turn (= the stream-only output the resampler produced before it emitted the turn's
 # start early). After the turn's start the samples are the stream's own, bit-identical to one-shot; the
 # early samples come from one-shots of the input so far, whose float values differ from the stream's by
-# float32 round-off (~0.01 LSB measured) plus the cut-off filter tail (< 0.1 LSB worst case, see
-# test_head_margin_covers_the_filter_reach). Rounded to int16 that is at most 1 LSB, on the few samples
-# whose exact value lies next to a rounding boundary (measured: 0-31 samples per turn, all within the head).
+# float32 round-off (<= 0.02 LSB measured, full-scale noise) plus the cut-off filter tail (< 0.1 LSB worst
+# case, see test_head_margin_covers_the_filter_reach). Rounded to int16 that is at most 1 LSB, on the few
+# samples whose exact value lies next to a rounding boundary (measured: 0-31 per turn, all before the join).
 MAX_CHUNKING_DIFF_LSB = 1
 
 RATE_PAIRS = [

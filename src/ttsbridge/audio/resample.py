@@ -29,9 +29,10 @@ still give nothing; the audio then comes with the next chunk.
 Accuracy of the turn start: up to the cut the one-shot and the stream apply the same filter to the same
 input. What is left out, the filter taps on inputs beyond the cut, sums (in absolute value, times full
 scale) to < 0.1 LSB for the rate pairs in the tests; float32 round-off (the two paths split their FFT
-blocks differently) adds ~0.01 LSB. After rounding to int16 a turn therefore equals the stream-only output
-(= one-shot of the whole turn) within 1 LSB, on the few early samples whose exact value lies next to a
-rounding boundary (measured: 0-31 samples per turn); everything from the join on is bit-identical.
+blocks differently) adds <= 0.02 LSB (measured). After rounding to int16 a turn therefore equals the
+stream-only output (= one-shot of the whole turn) within 1 LSB, on the few early samples whose exact value
+lies next to a rounding boundary (measured: 0-31 samples per turn, none at the join); everything from the
+join on is bit-identical.
 
 Cost: one ``soxr.resample`` (0.1-0.4 ms, mostly filter design) per chunk, only during a turn's start and
 only when it adds >= 2.5 ms of audio, at most ``_MAX_HEAD_FILLS`` per turn (HQ, 20 ms chunks: 1-7 per
@@ -180,7 +181,7 @@ class StreamResampler:
         return _to_bytes(self._head_step(x, out))
 
     def _head_step(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Turn start: return the stream's output beyond what the one-shots emitted, or a new one-shot part."""
+        """Turn start: the stream's output beyond what the one-shots returned, or the next one-shot part."""
         head = self._head
         assert head is not None
         produced = head.stream_out + out.size
