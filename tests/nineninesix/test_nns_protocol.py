@@ -142,9 +142,14 @@ def test_context_not_found_answers_a_racing_cancel() -> None:
     p = proto()
     p.cancel("a")
     assert p.receive(error("a", "context_not_found", 404)) == [ContextDone("a", cancelled=True)]
-    # and on its own it changes nothing
-    assert p.receive(error("b", "context_not_found", 404)) == []
-    assert p.state("b") is ContextState.OPEN
+    # for a context we never cancelled, the server says it is gone: the turn ends rather than hang
+    (ev,) = p.receive(error("b", "context_not_found", 404))
+    assert isinstance(ev, ContextFailed) and ev.context_id == "b"
+    assert p.state("b") is ContextState.FAILED and not p.closed
+    # and for no context at all it changes nothing
+    p.open_context("c")
+    assert p.receive(error(None, "missing_context_id", 400)) == []
+    assert p.state("c") is ContextState.OPEN
 
 
 def test_generation_failed_ends_one_context_socket_stays() -> None:

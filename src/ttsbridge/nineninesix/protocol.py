@@ -316,7 +316,11 @@ class NineninesixProtocol:
             # Our cancel raced the context's end: it is over either way.
             ctx.state = ContextState.CANCELLED
             return [ContextDone(cid, cancelled=True)]  # type: ignore[arg-type]
-        if msg.error_code in ("context_not_found", "missing_context_id"):
+        if msg.error_code in ("context_not_found", "missing_context_id") and (
+            ctx is None or not ctx.state.accepts_audio
+        ):
+            # A reply to a cancel of ours for a context that is gone anyway: nothing to do. (Should the server
+            # ever send one for a live context, the branch below ends that context rather than let it hang.)
             logger.debug("nineninesix: cancel answered %s for context %s", msg.error_code, cid)
             return []
         if err.closes_connection:
