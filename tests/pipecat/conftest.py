@@ -15,6 +15,7 @@ from pipecat.frames.frames import (
     Frame,
     InterruptionFrame,
     TTSAudioRawFrame,
+    TTSStoppedFrame,
     TTSTextFrame,
 )
 from pipecat.pipeline.pipeline import Pipeline
@@ -55,6 +56,8 @@ class Probe(FrameProcessor):
         self.first_audio = asyncio.Event()
         #: set once ``words`` TTSTextFrames have passed
         self.words_seen = asyncio.Event()
+        #: set by the first TTSStoppedFrame
+        self.stopped = asyncio.Event()
         self._words_wanted = words
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -65,20 +68,28 @@ class Probe(FrameProcessor):
                 self.first_audio.set()
             if sum(isinstance(f, TTSTextFrame) for f in self.frames) >= self._words_wanted:
                 self.words_seen.set()
+            if isinstance(frame, TTSStoppedFrame):
+                self.stopped.set()
         await self.push_frame(frame, direction)
 
 
 @dataclass
-class InterruptWhen(ControlFrame):
-    """Gate instruction: once ``event`` is set, push an InterruptionFrame downstream."""
+class WaitFor(ControlFrame):
+    """Gate instruction: hold the frames behind this one until ``event`` is set."""
 
     event: asyncio.Event = field(default_factory=asyncio.Event)
     timeout: float = 10.0
 
 
+@dataclass
+class InterruptWhen(WaitFor):
+    """Gate instruction: once ``event`` is set, push an InterruptionFrame downstream."""
+
+
 class Gate(FrameProcessor):
-    """Passes frames on in order; an :class:`InterruptWhen` holds the frames behind it until its event is set,
-    then interrupts. Lets a test interrupt "while audio is playing" without sleeping."""
+    """Passes frames on in order; a :class:`WaitFor` holds the frames behind it until its event is set (an
+    :class:`InterruptWhen` then interrupts). Lets a test interrupt "while audio is playing", or start the next
+    turn once the previous one ended, without sleeping."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -86,9 +97,10 @@ class Gate(FrameProcessor):
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
-        if isinstance(frame, InterruptWhen):
+        if isinstance(frame, WaitFor):
             await asyncio.wait_for(frame.event.wait(), frame.timeout)
-            await self.push_frame(InterruptionFrame())
+            if isinstance(frame, InterruptWhen):
+                await self.push_frame(InterruptionFrame())
             self.fired.set()
         else:
             await self.push_frame(frame, direction)

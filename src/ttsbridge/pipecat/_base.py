@@ -230,6 +230,14 @@ class _TurnServiceMixin:
             return
         await super()._record_context_audio_outcome(context_id, received_audio)  # type: ignore[misc]
 
+    async def _synthesize_text(self, text: str, context_id: str) -> None:
+        await super()._synthesize_text(text, context_id)  # type: ignore[misc]
+        if not self.is_usable:  # type: ignore[attr-defined]
+            # A written-off service (fatal error) speaks nothing; Pipecat has opened an audio context for the
+            # text all the same. End it now rather than after Pipecat's idle timeout, and keep the unspoken
+            # text out of the LLM context.
+            await self._end_failed_audio_context(context_id)
+
     async def _push_words(self, words: list[tuple[str, float]], context_id: str) -> None:
         if words:
             await self.add_word_timestamps(words, context_id)  # type: ignore[attr-defined]

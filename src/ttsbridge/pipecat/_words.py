@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: Prior speaking rate (characters, spaces and punctuation included, per second of audio). Conversational
-#: English is ~13-16; a slightly low prior times words late rather than early, so an interruption before
-#: the first calibration drops a word that may have been heard rather than keeping one that was not.
-DEFAULT_CHARS_PER_SECOND = 13.0
+#: English is ~13-17 (eSpeak's default ~15); until a completed turn calibrates it, words may be timed a little
+#: early or late, so an interruption can keep or drop a word or two around where playback stopped.
+DEFAULT_CHARS_PER_SECOND = 15.0
 _MIN_RATE = 1.0
 _MAX_RATE = 200.0
 

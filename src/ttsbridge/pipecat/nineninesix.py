@@ -13,6 +13,7 @@ The framework logic lives in :mod:`ttsbridge.pipecat._base`; these classes only 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +54,17 @@ def _provider(
     encoding: str,
     store: NineninesixTTSSettings,
     http_session: aiohttp.ClientSession | None,
+    provider_options: Mapping[str, Any] | None,
 ) -> NineninesixTurnProvider:
     # Language is pushed after Pipecat has converted it (TTSService.__init__); voice and model are
     # validated here, before anything connects.
     options = NineninesixOptions(voice=store.voice, model=store.model, encoding=encoding)  # type: ignore[arg-type]
     return NineninesixTurnProvider(
-        api_key=api_key, base_url=base_url, options=options, http_session=http_session
+        api_key=api_key,
+        base_url=base_url,
+        options=options,
+        http_session=http_session,
+        **dict(provider_options or {}),
     )
 
 
@@ -75,6 +81,9 @@ class NineninesixTTSService(TurnTTSService):
             22050); otherwise it sends 22050 Hz and the audio is resampled locally.
         settings: ``NineninesixTTSService.Settings(voice=..., model=..., language=...)``.
         http_session: an aiohttp session to share (otherwise the provider owns one).
+        provider_options: passed to :class:`~ttsbridge.nineninesix.NineninesixTurnProvider`:
+            ``concurrent_limit_retries``, ``connect_timeout``, ``receive_timeout``, ``cancel_timeout``,
+            ``max_idle`` (seconds before a pooled idle connection is replaced), ``ping_interval``...
         **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).
 
     Raises:
@@ -94,10 +103,11 @@ class NineninesixTTSService(TurnTTSService):
         sample_rate: int | None = None,
         settings: TTSSettings | None = None,
         http_session: aiohttp.ClientSession | None = None,
+        provider_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         store = _store_settings(settings)
-        provider = _provider(api_key, base_url, encoding, store, http_session)
+        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options)
         super().__init__(
             provider=provider,
             settings=store,
@@ -126,10 +136,11 @@ class NineninesixHttpTTSService(TurnHttpTTSService):
         sample_rate: int | None = None,
         settings: TTSSettings | None = None,
         http_session: aiohttp.ClientSession | None = None,
+        provider_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         store = _store_settings(settings)
-        provider = _provider(api_key, base_url, encoding, store, http_session)
+        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options)
         super().__init__(
             provider=provider,
             settings=store,
