@@ -49,6 +49,7 @@ import base64
 import contextlib
 import json
 import logging
+import re
 import statistics
 import sys
 import time
@@ -270,6 +271,77 @@ async def barge_counters(
     )
 
 
+#: after the interrupt, a reader that gets nothing for this long concludes the interrupted turn is over
+IDLE_AFTER_INTERRUPT = 0.25
+
+
+async def play(
+    it: AsyncIterator[bytes],
+    chunks: list[tuple[float, bytes]],
+    heard: asyncio.Event,
+    heard_bytes: int,
+    interrupted: asyncio.Event,
+) -> None:
+    """An application's audio output: takes the turn's chunks and plays them in real time (a simulated
+    clock; the sleep is playback, not synchronisation). Records when each chunk was handed over; sets
+    ``heard`` once ``heard_bytes`` were played and waits there for ``interrupted``. Ends when the iterator ends or fails, or when nothing comes
+    for ``IDLE_AFTER_INTERRUPT`` after the interrupt."""
+    played, clock = 0, now()
+    try:
+        while True:
+            wait = IDLE_AFTER_INTERRUPT if interrupted.is_set() else BOUND
+            try:
+                pcm = await asyncio.wait_for(it.__anext__(), wait)
+            except (StopAsyncIteration, asyncio.TimeoutError):
+                return
+            except Exception:  # a stream closed under the reader is an end too
+                return
+            t = now()
+            chunks.append((t, pcm))
+            clock = max(clock, t) + len(pcm) / 2 / RATE
+            await asyncio.sleep(max(0.0, clock - now()))
+            played += len(pcm)
+            if played >= heard_bytes and not heard.is_set():
+                heard.set()
+                # the barge-in lands here, at a chunk boundary, before the player asks for more: what the
+                # client hands over from now on came after the interrupt was issued
+                await asyncio.wait_for(interrupted.wait(), BOUND)
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+async def barge_run(
+    start: Callable[[str], Awaitable[tuple[AsyncIterator[bytes], Callable[[], Awaitable[None]]]]],
+    barge_after_ms: float,
+) -> BargeRun:
+    """Scenario 2 for one client: ``start(text)`` opens a turn and returns (PCM16 chunks, interrupt)."""
+    it, interrupt = await start(LONG_TEXT)
+    chunks: list[tuple[float, bytes]] = []
+    heard, interrupted = asyncio.Event(), asyncio.Event()
+    reader = asyncio.create_task(play(it, chunks, heard, int(barge_after_ms / 1000 * RATE * 2), interrupted))
+    await asyncio.wait_for(heard.wait(), BOUND)
+    t_int = now()
+    interrupted.set()
+    # awaited directly (not through wait_for, which would start it a loop iteration late and let the reader
+    # take one more chunk first); every interrupt here is bounded inside its client, and the whole run by
+    # the caller
+    await interrupt()
+    it2, _ = await start(NEXT_TEXT)
+    nxt: list[tuple[float, bytes]] = []
+
+    async def read_next() -> None:
+        async for pcm in it2:
+            nxt.append((now(), pcm))
+
+    await asyncio.wait_for(read_next(), BOUND)
+    await asyncio.wait_for(reader, BOUND)
+    stale_ms, stale_bytes = stale_of(chunks, nxt, t_int, RATE)
+    return BargeRun(stale_ms, stale_bytes, (nxt[0][0] - t_int) * 1000 if nxt else float("nan"))
+
+
 # -------------------------------------------------------------------------------------------------------------
 # SDK level: cartesia SDK vs our provider
 
@@ -357,39 +429,21 @@ async def sdk_level(emu: EmulatorProcess, runs: int, barge_after_ms: float) -> t
                     peer.barge.append(await sdk_barge(conn))
 
             async def sdk_barge(conn: Any) -> BargeRun:
-                heard = asyncio.Event()
-                chunks: list[tuple[float, bytes]] = []
-                ctx = conn.context(model_id=MODEL, voice=voice, output_format=raw(RATE))
-                await ctx.push(LONG_TEXT)
-                await ctx.no_more_inputs()
+                async def start(text: str) -> tuple[AsyncIterator[bytes], Callable[[], Awaitable[None]]]:
+                    ctx = conn.context(model_id=MODEL, voice=voice, output_format=raw(RATE))
+                    await ctx.push(text)
+                    await ctx.no_more_inputs()
 
-                async def read_long() -> None:  # the application keeps reading the turn it was playing
-                    async for ev in ctx.receive():
-                        if ev.type == "chunk":
-                            chunks.append((now(), base64.b64decode(ev.data)))
-                            if sum(len(b) for _, b in chunks) >= barge_after_ms / 1000 * RATE * 2:
-                                heard.set()
+                    async def audio() -> AsyncIterator[bytes]:
+                        async for ev in ctx.receive():
+                            if ev.type == "chunk":
+                                yield base64.b64decode(ev.data)
+                            elif ev.type == "error":
+                                raise RuntimeError(str(ev))
 
-                reader = asyncio.create_task(read_long())
-                await asyncio.wait_for(heard.wait(), BOUND)
-                t_int = now()
-                await ctx.cancel()
-                nxt: list[tuple[float, bytes]] = []
-                ctx2 = conn.context(model_id=MODEL, voice=voice, output_format=raw(RATE))
-                await ctx2.push(NEXT_TEXT)
-                await ctx2.no_more_inputs()
+                    return audio(), ctx.cancel
 
-                async def read_next() -> None:
-                    async for ev in ctx2.receive():
-                        if ev.type == "chunk":
-                            nxt.append((now(), base64.b64decode(ev.data)))
-
-                await asyncio.wait_for(read_next(), BOUND)
-                reader.cancel()  # after a cancel the SDK's receive() waits forever: the app has to stop it
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reader
-                stale_ms, stale_bytes = stale_of(chunks, nxt, t_int, RATE)
-                return BargeRun(stale_ms, stale_bytes, (nxt[0][0] - t_int) * 1000 if nxt else float("nan"))
+                return await asyncio.wait_for(barge_run(start, barge_after_ms), BOUND * 2)
 
             peer.handshakes_per_barge, peer.cancels_per_barge = await barge_counters(emu, runs, sdk_barges)
 
@@ -435,35 +489,13 @@ async def sdk_level(emu: EmulatorProcess, runs: int, barge_after_ms: float) -> t
                 ours.barge.append(await ours_barge())
 
         async def ours_barge() -> BargeRun:
-            heard = asyncio.Event()
-            chunks: list[tuple[float, bytes]] = []
-            turn = await p.open_turn(sample_rate=RATE)
-            await turn.send(LONG_TEXT)
-            await turn.end()
+            async def start(text: str) -> tuple[AsyncIterator[bytes], Callable[[], Awaitable[None]]]:
+                turn = await p.open_turn(sample_rate=RATE)
+                await turn.send(text)
+                await turn.end()
+                return turn.__aiter__(), turn.cancel
 
-            async def read_long() -> None:
-                async for pcm in turn:
-                    chunks.append((now(), pcm))
-                    if sum(len(b) for _, b in chunks) >= barge_after_ms / 1000 * RATE * 2:
-                        heard.set()
-
-            reader = asyncio.create_task(read_long())
-            await asyncio.wait_for(heard.wait(), BOUND)
-            t_int = now()
-            await turn.cancel()
-            nxt: list[tuple[float, bytes]] = []
-            turn2 = await p.open_turn(sample_rate=RATE)
-            await turn2.send(NEXT_TEXT)
-            await turn2.end()
-
-            async def read_next() -> None:
-                async for pcm in turn2:
-                    nxt.append((now(), pcm))
-
-            await asyncio.wait_for(read_next(), BOUND)
-            await asyncio.wait_for(reader, BOUND)  # ours: the cancelled turn's iterator ends by itself
-            stale_ms, stale_bytes = stale_of(chunks, nxt, t_int, RATE)
-            return BargeRun(stale_ms, stale_bytes, (nxt[0][0] - t_int) * 1000 if nxt else float("nan"))
+            return await asyncio.wait_for(barge_run(start, barge_after_ms), BOUND * 2)
 
         ours.handshakes_per_barge, ours.cancels_per_barge = await barge_counters(emu, runs, ours_barges)
         # the same provider switching to μ-law (its connections are pooled by output format)
@@ -687,14 +719,14 @@ async def pipecat_level(emu: EmulatorProcess, runs: int, barge_after_ms: float) 
             make(which, encoding="pcm_mulaw", sample_rate=8000), gate, probe, m["llm_turn"](CHECK_TEXT), 8000
         )
         pcm = b"".join(f.audio for f in down if isinstance(f, m["TTSAudioRawFrame"]))
-        errs = "; ".join(f.error for f in up if isinstance(f, m["ErrorFrame"]))[:100]
+        errs = pipecat_errors(up, m["ErrorFrame"])
         fig.checks["8 kHz mu-law"] = tone_check(pcm, 8000, CHECK_TEXT, errs)
         # 4. the pipeline's output rate as-is
         for rate in (24000, 48000):
             gate, probe = m["Gate"](), m["Probe"](1, 1 << 30)
             down, up = await m["run"](make(which), gate, probe, m["llm_turn"](CHECK_TEXT), rate)
             pcm = b"".join(f.audio for f in down if isinstance(f, m["TTSAudioRawFrame"]))
-            errs = "; ".join(f.error for f in up if isinstance(f, m["ErrorFrame"]))[:100]
+            errs = pipecat_errors(up, m["ErrorFrame"])
             fig.checks[f"{rate} out"] = tone_check(pcm, rate, CHECK_TEXT, errs)
     return figs["ours"], figs["peer"]
 
@@ -750,7 +782,7 @@ async def livekit_level(emu: EmulatorProcess, runs: int, barge_after_ms: float) 
 
                     await asyncio.wait_for(read(), BOUND)
             except Exception as exc:
-                err = f"{type(exc).__name__}: {exc}"[:100]
+                err = f"{type(exc).__name__}: {exc}"[:120]
             return first, audio, err
 
         for which, fig in figs.items():
@@ -762,38 +794,21 @@ async def livekit_level(emu: EmulatorProcess, runs: int, barge_after_ms: float) 
                         fig.warm_ttfa_ms.append(first * 1000)
 
                 async def barge(t: Any = t) -> BargeRun:
-                    heard = asyncio.Event()
-                    chunks: list[tuple[float, bytes]] = []
-                    stream = t.stream(conn_options=fast)
-                    stream.push_text(LONG_TEXT)
-                    stream.end_input()
+                    async def start(text: str) -> tuple[AsyncIterator[bytes], Callable[[], Awaitable[None]]]:
+                        stream = t.stream(conn_options=fast)
+                        stream.push_text(text)
+                        stream.end_input()
 
-                    async def read_long() -> None:
-                        with contextlib.suppress(Exception):
-                            async for ev in stream:
-                                chunks.append((now(), ev.frame.data.tobytes()))
-                                if sum(len(b) for _, b in chunks) >= barge_after_ms / 1000 * RATE * 2:
-                                    heard.set()
+                        async def audio() -> AsyncIterator[bytes]:
+                            try:
+                                async for ev in stream:
+                                    yield ev.frame.data.tobytes()
+                            finally:
+                                await stream.aclose()
 
-                    reader = asyncio.create_task(read_long())
-                    await asyncio.wait_for(heard.wait(), BOUND)
-                    t_int = now()
-                    await asyncio.wait_for(stream.aclose(), BOUND)  # what an AgentSession does on barge-in
-                    nxt: list[tuple[float, bytes]] = []
-                    async with t.stream(conn_options=fast) as s2:
-                        s2.push_text(NEXT_TEXT)
-                        s2.end_input()
+                        return audio(), stream.aclose  # aclose() is what an AgentSession does on barge-in
 
-                        async def read_next() -> None:
-                            async for ev in s2:
-                                nxt.append((now(), ev.frame.data.tobytes()))
-
-                        await asyncio.wait_for(read_next(), BOUND)
-                    await asyncio.wait_for(reader, BOUND)
-                    stale_ms, stale_bytes = stale_of(chunks, nxt, t_int, RATE)
-                    return BargeRun(
-                        stale_ms, stale_bytes, (nxt[0][0] - t_int) * 1000 if nxt else float("nan")
-                    )
+                    return await asyncio.wait_for(barge_run(start, barge_after_ms), BOUND * 2)
 
                 async def barges(
                     barge: Callable[[], Awaitable[BargeRun]] = barge, t: Any = t, fig: Figures = fig
@@ -815,11 +830,17 @@ async def livekit_level(emu: EmulatorProcess, runs: int, barge_after_ms: float) 
             for rate in (24000, 48000):
                 t = make(which, rate)
                 try:
-                    t0 = now()
+                    t0, before = now(), await emu.stats()
                     # LiveKit's default connect options: the retries are part of what the user gets
                     _, pcm, err = await turn(t, CHECK_TEXT, APIConnectOptions())
                     if err:
-                        err += f" after {now() - t0:.1f} s"
+                        after = await emu.stats()
+                        server = after["errors_sent"][len(before["errors_sent"]) :]
+                        shakes = after["ws_connections"] - before["ws_connections"]
+                        err += (
+                            f" after {now() - t0:.1f} s; server: {shakes} handshake(s), "
+                            f"errors {', '.join(server) or 'none'}"
+                        )
                     fig.checks[f"{rate} out"] = tone_check(pcm, rate, CHECK_TEXT, err)
                 finally:
                     await t.aclose()
@@ -841,6 +862,33 @@ def ratio(a: float, b: float) -> str:
     if b == 0:
         return "=" if a == 0 else "inf"
     return f"{a / b:.2f}"
+
+
+CHECK_ORDER = ("8 kHz mu-law", "8 kHz mu-law, same socket", "24000 out", "48000 out")
+
+
+def labels(*figs: Figures) -> list[str]:
+    found = {label for f in figs for label in f.checks}
+    return [x for x in CHECK_ORDER if x in found] + sorted(found - set(CHECK_ORDER))
+
+
+def spread(fig: Figures) -> str:
+    xs = [b.stale_bytes for b in fig.barge]
+    if not xs:
+        return "-"
+    return (
+        f"all {xs[0]}" if len(set(xs)) == 1 else f"{min(xs)}..{max(xs)} (median {statistics.median(xs):.0f})"
+    )
+
+
+def pipecat_errors(frames: Sequence[Any], error_frame: type) -> str:
+    """ErrorFrames upstream, shortened to their error codes when they carry the server's error JSON."""
+    out = []
+    for f in frames:
+        if isinstance(f, error_frame):
+            code = re.search(r"'error_code': '(\w+)'", f.error)
+            out.append(f"ErrorFrame {code.group(1)}" if code else f"ErrorFrame {f.error[:80]}")
+    return "; ".join(dict.fromkeys(out))
 
 
 def verdict(check: tuple[bool, str] | None) -> str:
@@ -900,7 +948,7 @@ def report(results: dict[str, tuple[Figures, Figures]], runs: int, args: argpars
             "{:.2f}",
             False,
         )
-        for label in dict.fromkeys([*ours.checks, *peer.checks]):
+        for label in labels(ours, peer):
             name = f"3. telephony, {label}" if "mu-law" in label else f"4. output rate {label.split()[0]}"
             o, p = (verdict(f.checks.get(label)) for f in (ours, peer))
             print(f"{name:<{w[0]}} {level:<{w[1]}} {o:>{w[2]}} {p:>{w[3]}} {'-':>{w[4]}}")
@@ -908,11 +956,8 @@ def report(results: dict[str, tuple[Figures, Figures]], runs: int, args: argpars
     print("details (ours | peer):")
     for level, (ours, peer) in results.items():
         print(f"  {level} ({peers[level]})")
-        print(
-            "    2a stale bytes per run: ours "
-            f"{[b.stale_bytes for b in ours.barge]} | peer {[b.stale_bytes for b in peer.barge]}"
-        )
-        for label in dict.fromkeys([*ours.checks, *peer.checks]):
+        print(f"    2a stale bytes per run: ours {spread(ours)} | peer {spread(peer)}")
+        for label in labels(ours, peer):
             d_o, d_p = (f.checks.get(label, (False, "not run"))[1] for f in (ours, peer))
             print(f"    {label}: ours {d_o} | peer {d_p}")
 
