@@ -550,9 +550,24 @@ async def _supervise(
     *,
     watchdog: _Watchdog,
 ) -> None:
-    """Wait until the turn's audio is complete; raise the first task error, or a timeout if audio is late."""
+    """Wait until the turn's audio is complete; raise the first task error, or a timeout if audio is late.
+
+    The receiving side's error is the turn's real one (a send to a turn that just failed only says the turn
+    is over), so when sending fails the receiver gets a moment (bounded) to report first.
+    """
     tasks = {send_t, recv_t, input_t}
     while True:
+        if recv_t.done() and not recv_t.cancelled() and recv_t.exception() is not None:
+            raise recv_t.exception()  # type: ignore[misc]
+        for t in (send_t, input_t):
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                if not recv_t.done():
+                    await asyncio.wait({recv_t}, timeout=min(watchdog.timeout, 1.0))
+                if recv_t.done() and not recv_t.cancelled() and recv_t.exception() is not None:
+                    raise recv_t.exception()  # type: ignore[misc]
+                raise t.exception()  # type: ignore[misc]
+        if send_t.done() and recv_t.done():
+            return
         remaining = watchdog.remaining()
         if remaining is not None and remaining <= 0:
             raise TTSTimeoutError(f"no audio from the server within {watchdog.timeout:g}s")
@@ -560,11 +575,6 @@ async def _supervise(
         live = {t for t in tasks if not t.done()}
         if live:
             await asyncio.wait(live, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED)
-        for t in (send_t, recv_t, input_t):
-            if t.done() and not t.cancelled() and t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
-        if send_t.done() and recv_t.done():
-            return
 
 
 class TurnChunkedStream(tts.ChunkedStream):

@@ -17,6 +17,7 @@ from livekit.agents import (
 )
 from lk_helpers import (
     BOUND,
+    FAST,
     S1,
     S2,
     Events,
@@ -28,6 +29,7 @@ from lk_helpers import (
     run_synthesize,
     timed_words,
     tone_len,
+    wait_until,
     window,
 )
 
@@ -112,6 +114,29 @@ async def test_every_catalog_error_becomes_an_api_status_error(emu: Emulator, co
         await t.aclose()
     check_stream_events(t, after)
     assert emu.stats.ws_connections == (2 if closes else 1)
+
+
+@pytest.mark.parametrize("code", ["voice_not_found", "generation_failed"])
+async def test_the_servers_error_wins_over_text_still_arriving(emu: Emulator, code: str) -> None:
+    """The LLM keeps streaming after the server failed the turn: LiveKit sees the server's error."""
+    t = make_tts(emu)
+    try:
+        with pytest.raises(APIStatusError) as info:
+            async with t.stream(conn_options=FAST) as stream:
+                for w in f"{S1} [[error:{code}]] {S2} And".split(" "):
+                    stream.push_text(w + " ")
+                await wait_until(lambda: len(emu.stats.errors_sent) == 1)
+                stream.push_text("more words after the failure. ")
+                stream.push_text("And even more of them here.")
+                stream.end_input()
+                await asyncio.wait_for(_drain(stream), BOUND)
+    finally:
+        await t.aclose()
+    assert info.value.body["error_code"] == code  # type: ignore[index]
+
+
+async def _drain(stream: tts.SynthesizeStream) -> list[tts.SynthesizedAudio]:
+    return [ev async for ev in stream]
 
 
 async def test_concurrent_limit_is_retried_on_a_fresh_context_by_the_provider(emu: Emulator) -> None:
