@@ -79,20 +79,7 @@ async def stream_until_error(
 # --- the catalog -------------------------------------------------------------------------------------------------
 
 
-_CANCEL_REPLY = pytest.mark.xfail(
-    reason="the provider reads context_not_found/missing_context_id as cancel replies and ignores them for an "
-    "open context, so a generation the server ended with one waits for the timeout (reported to the lead)",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "code",
-    [
-        pytest.param(c, marks=_CANCEL_REPLY) if c in ("context_not_found", "missing_context_id") else c
-        for c in sorted(CATALOG)
-    ],
-)
+@pytest.mark.parametrize("code", sorted(CATALOG))
 async def test_every_catalog_error_becomes_an_api_status_error(emu: Emulator, code: str) -> None:
     status, retryable, closes = CATALOG[code]
     t = make_tts(emu, client_options=NO_RETRY_BACKOFF)
