@@ -86,7 +86,9 @@ def test_every_word_exactly_once_in_order_with_rising_times(
     assert [w for w, _ in out] == "".join(text).split()
     times = [t for _, t in out]
     assert times == sorted(times)
-    assert all(0.0 <= t <= sum(chunks) + sum(chunks[i % len(chunks)] for i in range(len(text))) for t in times)
+    assert all(
+        0.0 <= t <= sum(chunks) + sum(chunks[i % len(chunks)] for i in range(len(text))) for t in times
+    )
 
 
 # --- token coalescing ----------------------------------------------------------------------------------------
@@ -143,7 +145,9 @@ def api_error(code: str, status: int | None) -> TTSAPIError:
         ("missing_context_id", 400, ErrorCategory.UNKNOWN, False),
     ],
 )
-def test_api_error_classification(code: str, status: int | None, category: ErrorCategory, fatal: bool) -> None:
+def test_api_error_classification(
+    code: str, status: int | None, category: ErrorCategory, fatal: bool
+) -> None:
     verdict = classify(api_error(code, status))
     assert verdict.category is category
     assert verdict.fatal is fatal

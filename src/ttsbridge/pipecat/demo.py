@@ -1,0 +1,212 @@
+"""An offline Pipecat pipeline: a scripted LLM streams tokens -> NineninesixTTSService -> a WAV file.
+
+With no ``base_url`` it starts the local emulator (eSpeak NG speech when available, else the tone voice), so
+it runs with no network and no key; with ``base_url``/``api_key`` it talks to the real API. The core of
+``examples/pipecat_bot.py`` and of ``ttsbridge demo``::
+
+    stats = await run_demo("Hello! How can I help?", "out.wav")
+    print(stats.audio_seconds, stats.first_audio_s, stats.transcript)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipecat.frames.frames import (
+    EndFrame,
+    ErrorFrame,
+    Frame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMRunFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSTextFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.workers.runner import WorkerRunner
+
+from ttsbridge._redact import redact
+from ttsbridge.audio.wav import write_wav
+
+__all__ = ["DEMO_TEXT", "DemoStats", "ScriptedLLM", "run_demo"]
+
+DEMO_TEXT = (
+    "Hi, thanks for calling! I can see your order left the warehouse this morning. "
+    "It should arrive by Friday afternoon. Is there anything else I can help you with?"
+)
+
+
+@dataclass
+class DemoStats:
+    """What one demo run produced."""
+
+    out_path: str
+    sample_rate: int
+    audio_seconds: float
+    #: seconds from the first LLM token to the first audio frame leaving the TTS
+    first_audio_s: float | None
+    #: the words the TTS reported as spoken (word-level TTSTextFrames)
+    transcript: str
+    #: ``"emulator"`` or the API base URL used
+    endpoint: str
+    voice: str | None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and self.audio_seconds > 0
+
+
+class ScriptedLLM(FrameProcessor):
+    """Stands in for an LLM: on every ``LLMRunFrame`` it streams its next reply as small token frames between
+    ``LLMFullResponseStartFrame`` and ``LLMFullResponseEndFrame``, like a real LLM service does."""
+
+    def __init__(self, replies: Sequence[str], *, token_chars: int = 4, token_delay_s: float = 0.0) -> None:
+        super().__init__()
+        self._replies = list(replies)
+        self._token_chars = max(1, token_chars)
+        self._token_delay_s = token_delay_s
+        self.first_token_at: float | None = None
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMRunFrame) and direction == FrameDirection.DOWNSTREAM:
+            if self._replies:
+                await self._stream(self._replies.pop(0))
+            return
+        await self.push_frame(frame, direction)
+
+    async def _stream(self, reply: str) -> None:
+        await self.push_frame(LLMFullResponseStartFrame())
+        for i in range(0, len(reply), self._token_chars):
+            if self.first_token_at is None:
+                self.first_token_at = time.monotonic()
+            await self.push_frame(LLMTextFrame(reply[i : i + self._token_chars]))
+            if self._token_delay_s:
+                await asyncio.sleep(self._token_delay_s)
+        await self.push_frame(LLMFullResponseEndFrame())
+
+
+class _Recorder(FrameProcessor):
+    """Collects the audio and words that reach the end of the pipeline, and the errors that go upstream."""
+
+    def __init__(self) -> None:
+        super().__init__(enable_direct_mode=True)
+        self.audio = bytearray()
+        self.rate = 0
+        self.words: list[str] = []
+        self.errors: list[str] = []
+        self.first_audio_at: float | None = None
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, ErrorFrame):
+            self.errors.append(frame.error)
+        elif direction == FrameDirection.DOWNSTREAM and isinstance(frame, TTSAudioRawFrame):
+            if self.first_audio_at is None:
+                self.first_audio_at = time.monotonic()
+            self.rate = frame.sample_rate
+            self.audio += frame.audio
+        elif direction == FrameDirection.DOWNSTREAM and isinstance(frame, TTSTextFrame):
+            self.words.append(frame.text)
+        await self.push_frame(frame, direction)
+
+
+async def run_demo(
+    text: str = DEMO_TEXT,
+    out_path: str | os.PathLike[str] = "ttsbridge-demo.wav",
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    voice: str | None = None,
+    sample_rate: int = 24000,
+    encoding: str = "pcm_s16le",
+    token_delay_s: float = 0.0,
+    timeout_s: float = 120.0,
+    **tts_kwargs: Any,
+) -> DemoStats:
+    """Speak ``text`` through a Pipecat pipeline (scripted LLM -> NineninesixTTSService) into ``out_path``.
+
+    Args:
+        text: what the scripted LLM "says" (streamed as small tokens).
+        out_path: the WAV file to write (PCM16 mono at ``sample_rate``).
+        base_url: the Nineninesix API; None starts the local emulator (offline, no key needed).
+        api_key: the key for ``base_url`` (default ``$NINENINESIX_API_KEY``); ignored for the emulator.
+        voice: voice id; None uses the server's default voice.
+        sample_rate: the pipeline's output rate.
+        encoding: wire encoding (``pcm_s16le``, ``pcm_mulaw``, ``pcm_alaw``).
+        token_delay_s: pause between LLM tokens, to mimic a real LLM's pace.
+        timeout_s: bound on the whole run.
+        **tts_kwargs: more ``NineninesixTTSService`` arguments (``text_aggregation_mode``...).
+
+    Returns:
+        :class:`DemoStats`; ``errors`` lists the pipeline's error texts (keys redacted).
+    """
+    from ttsbridge.pipecat.nineninesix import NineninesixTTSService
+
+    emulator: Any = None
+    if base_url is None:
+        from ttsbridge.emulator import Emulator, EmulatorConfig
+
+        emulator = await Emulator(EmulatorConfig()).start()
+        base_url, api_key, endpoint = emulator.base_url, emulator.api_key, "emulator"
+    else:
+        endpoint = base_url
+    secrets = (api_key, os.environ.get("NINENINESIX_API_KEY"))
+    try:
+        settings = NineninesixTTSService.Settings(voice=voice) if voice else None
+        tts = NineninesixTTSService(
+            api_key, base_url=base_url, encoding=encoding, settings=settings, **tts_kwargs
+        )
+        llm = ScriptedLLM([text], token_delay_s=token_delay_s)
+        head, tail = _Recorder(), _Recorder()
+        worker = PipelineWorker(
+            Pipeline([head, llm, tts, tail]),
+            params=PipelineParams(audio_out_sample_rate=sample_rate),
+            cancel_on_idle_timeout=False,
+        )
+        started = asyncio.Event()
+
+        @worker.event_handler("on_pipeline_started")
+        async def _on_started(_worker: Any, _frame: Any) -> None:
+            started.set()
+
+        async def drive() -> None:
+            await asyncio.wait_for(started.wait(), 30.0)
+            await worker.queue_frames([LLMRunFrame(), EndFrame()])
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        await asyncio.wait_for(asyncio.gather(runner.run(), drive()), timeout_s)
+
+        rate = tail.rate or sample_rate
+        pcm = bytes(tail.audio)
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        write_wav(out_path, pcm, rate)
+        first = (
+            tail.first_audio_at - llm.first_token_at
+            if tail.first_audio_at is not None and llm.first_token_at is not None
+            else None
+        )
+        return DemoStats(
+            out_path=str(out_path),
+            sample_rate=rate,
+            audio_seconds=len(pcm) / 2 / rate,
+            first_audio_s=first,
+            transcript=" ".join(tail.words),
+            endpoint=redact(endpoint, secrets),
+            voice=voice,
+            errors=[redact(e, secrets) for e in head.errors],
+        )
+    finally:
+        if emulator is not None:
+            await emulator.stop()
