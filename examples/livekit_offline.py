@@ -1,10 +1,12 @@
-"""Offline: ``nineninesix.TTS().stream()`` against the embedded emulator, written to a WAV file.
+"""Offline: ``nineninesix.TTS().stream()`` (or ``kitta.TTS``) against the embedded emulator, to a WAV file.
 
-    python examples/livekit_offline.py [out.wav] [--rate 24000] [--encoding pcm_mulaw]
+    python examples/livekit_offline.py [out.wav] [--rate 24000] [--encoding pcm_mulaw] [--provider kitta]
 
 No keys, no network: the emulator runs in-process on loopback (an eSpeak NG voice when the ``speech`` extra is
 installed, a tone per sentence otherwise). The text is pushed word by word like an LLM's tokens; the second
-stream is interrupted after its first audio frame (a barge-in), and the third reuses the same socket.
+stream is interrupted after its first audio frame (a barge-in), and the third starts clean: on Nineninesix it
+reuses the same socket (the interrupted context was cancelled), on Kitta it adopts the warm standby session
+(the interrupted session was closed).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from livekit.agents import tts
 from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT
 
 from livekit import rtc
-from livekit.plugins import nineninesix
-from ttsbridge.emulator import Emulator, EmulatorConfig
+from livekit.plugins import kitta, nineninesix
+from ttsbridge.emulator import SPEECH_VOICE_ID, TONE_VOICE_ID, Emulator, EmulatorConfig, speech_available
 
 TEXT = (
     "Hello! Thanks for calling the front desk. Your table for four is booked for eight tonight. "
@@ -46,10 +48,21 @@ async def main() -> tuple[rtc.AudioFrame, str]:
     ap.add_argument("out", nargs="?", default="livekit_offline.wav")
     ap.add_argument("--rate", type=int, default=24000)
     ap.add_argument("--encoding", default="pcm_s16le", choices=["pcm_s16le", "pcm_mulaw", "pcm_alaw"])
+    ap.add_argument("--provider", default="nineninesix", choices=["nineninesix", "kitta"])
     args = ap.parse_args()
 
     async with Emulator(EmulatorConfig(realtime_factor=0)) as emu:
-        t = nineninesix.TTS(emu.api_key, base_url=emu.base_url, sample_rate=args.rate, encoding=args.encoding)
+        t: tts.TTS
+        if args.provider == "kitta":
+            voice = SPEECH_VOICE_ID if speech_available() else TONE_VOICE_ID
+            t = kitta.TTS(
+                emu.config.kitta.a_valid_key(), voice=voice, base_url=emu.base_url, sample_rate=args.rate
+            )
+            t.prewarm()
+        else:
+            t = nineninesix.TTS(
+                emu.api_key, base_url=emu.base_url, sample_rate=args.rate, encoding=args.encoding
+            )
         t.on(
             "metrics_collected",
             lambda m: print(f"  metrics: ttfb={m.ttfb * 1000:.0f} ms audio={m.audio_duration:.2f} s"),
@@ -67,7 +80,14 @@ async def main() -> tuple[rtc.AudioFrame, str]:
             frames += await speak(t, "Of course. What else would you like to know?")
         finally:
             await t.aclose()
-        print(f"WebSocket connections opened: {emu.stats.ws_connections}, cancels sent: {emu.stats.cancels}")
+        if args.provider == "kitta":
+            print(
+                f"Kitta sessions: {emu.stats.kitta_sessions}, closed by the client: {emu.stats.kitta_client_closes}"
+            )
+        else:
+            print(
+                f"WebSocket connections opened: {emu.stats.ws_connections}, cancels sent: {emu.stats.cancels}"
+            )
 
     return rtc.combine_audio_frames(frames), args.out
 

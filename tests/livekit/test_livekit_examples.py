@@ -47,3 +47,19 @@ def test_offline_example_writes_a_wav(tmp_path: Path) -> None:
     with wave.open(str(out)) as w:
         assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (16000, 1, 2)
         assert w.getnframes() / 16000 > 2.0
+
+
+def test_offline_example_with_kitta(tmp_path: Path) -> None:
+    out = tmp_path / "kitta.wav"
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "livekit_offline.py"), str(out), "--provider", "kitta"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "closed by the client: 1" in proc.stdout
+    with wave.open(str(out)) as w:
+        assert (w.getframerate(), w.getnchannels()) == (24000, 1)
+        assert w.getnframes() / 24000 > 2.0
