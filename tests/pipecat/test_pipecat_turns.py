@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from pipecat.frames.frames import (
     AggregatedTextFrame,
@@ -23,10 +25,14 @@ from tests.pipecat.conftest import (
     S1,
     S2,
     S3,
+    Gate,
+    Probe,
+    WaitFor,
     audio_frames,
     audio_of,
     errors_of,
     make_tts,
+    pipeline,
     run,
     segment,
     tone_len,
@@ -233,3 +239,43 @@ async def test_aggregated_text_precedes_audio(emu: Emulator) -> None:
     announced = [f.text for f in down if type(f) is AggregatedTextFrame]
     assert announced == [S1, S2]
     assert not any(isinstance(f, ErrorFrame) for f in down)
+
+
+async def test_end_frame_mid_turn_finishes_what_was_sent_and_closes(emu: Emulator) -> None:
+    """An EndFrame before the LLM turn ended: the sentence already sent plays out, nothing hangs, nothing
+    is left open (Pipecat's idle timeout raised so that it cannot be what ends the turn)."""
+    tts = make_tts(emu, stop_frame_timeout_s=60.0)
+    frames = [LLMFullResponseStartFrame(), *tokens(f"{S1} {S2}")]  # no LLMFullResponseEndFrame
+    down, up = await run(tts, frames, rate=24000)
+
+    assert not errors_of(up)
+    assert len(audio_of(down)) / 2 / 24000 == pytest.approx(tone_len(S1), abs=0.02)
+    assert any(isinstance(f, TTSStoppedFrame) for f in down)
+    await emu.wait_until(lambda: emu.stats.ws_open == 0, timeout=5.0)
+    assert emu.stats.ws_connections == 1
+
+
+async def test_server_idle_close_does_not_fail_the_next_turn(emu: Emulator) -> None:
+    emu.config.idle_timeout_s = 0.3
+    closed = asyncio.Event()
+
+    async def watch() -> None:
+        await emu.wait_until(lambda: bool(emu.stats.close_codes), timeout=10.0)
+        closed.set()
+
+    watcher = asyncio.create_task(watch())
+    # the provider replaces a pooled connection idle for longer than max_idle (set below the server's timeout)
+    tts = make_tts(emu, provider_options={"max_idle": 0.1})
+    gate, probe = Gate(), Probe()
+    frames = [*llm_turn(S1), WaitFor(closed), *llm_turn(S2)]
+    try:
+        _, up = await run(pipeline(gate, tts, probe), frames, rate=24000)
+    finally:
+        watcher.cancel()
+
+    assert not errors_of(up)
+    assert emu.stats.close_codes and emu.stats.close_codes[0][1] == 1000  # the server did close it
+    contexts = list(dict.fromkeys(f.context_id for f in probe.frames if isinstance(f, TTSAudioRawFrame)))
+    assert len(contexts) == 2
+    assert len(audio_of(probe.frames, contexts[1])) / 2 / 24000 == pytest.approx(tone_len(S2), abs=0.02)
+    assert emu.stats.ws_connections == 2

@@ -170,7 +170,8 @@ class _TurnServiceMixin:
         if changed.keys() & {"voice", "model"}:
             # Another voice speaks at another rate.
             self._speech_rate.reset()
-        await self._on_turn_settings_changed(changed)
+        if changed.keys() & self.settings_to_options.keys():
+            await self._on_turn_settings_changed(changed)
         return changed
 
     async def _on_turn_settings_changed(self, changed: dict[str, Any]) -> None:
@@ -389,6 +390,13 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         if context_id in self._failed_contexts:
             # The turn already failed: the rest of its text is not spoken (and not put in the context).
             logger.debug(f"{self} dropping text of failed context {context_id}")
+            await self._end_failed_audio_context(context_id)
+            yield None
+            return
+        if self._disconnecting:
+            # Pipecat flushes the aggregator's last text after stop() on an EndFrame that closed an LLM turn
+            # early; the service has shut down by then, so it is not spoken (nor opened on a new connection).
+            logger.debug(f"{self} stopped; not speaking [{text}]")
             await self._end_failed_audio_context(context_id)
             yield None
             return
