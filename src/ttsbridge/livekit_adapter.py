@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import re
 import time
@@ -385,11 +384,7 @@ class TurnTTS(tts.TTS):
 
     async def _prewarm(self) -> None:
         try:
-            prewarm = self._turn_provider.prewarm
-            if "sample_rate" in inspect.signature(prewarm).parameters:
-                await prewarm(sample_rate=self.sample_rate)  # type: ignore[call-arg]
-            else:
-                await prewarm()
+            await self._turn_provider.prewarm(sample_rate=self.sample_rate)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

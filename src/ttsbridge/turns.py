@@ -103,8 +103,12 @@ class TurnProvider(abc.ABC):
             if not turn.done:
                 await turn.cancel()
 
-    async def prewarm(self) -> None:  # noqa: B027 - optional hook
-        """Open what the next turn will need (a connection, a standby session) ahead of time."""
+    async def prewarm(self, sample_rate: int | None = None) -> None:  # noqa: B027 - optional hook
+        """Open what the next turn will need (a connection, a standby session) ahead of time.
+
+        ``sample_rate`` is the rate turns will be opened with, for providers whose connections depend on it
+        (Nineninesix pools sockets by output format); others ignore it.
+        """
 
     @abc.abstractmethod
     async def aclose(self) -> None:

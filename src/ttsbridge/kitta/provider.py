@@ -297,8 +297,11 @@ class KittaTurnProvider(TurnProvider):
         self._kick()  # start the replacement now
         return session
 
-    async def prewarm(self) -> None:
-        """Start the standby (if enabled) and wait until it is ready; raises its error if it fails."""
+    async def prewarm(self, sample_rate: int | None = None) -> None:
+        """Start the standby (if enabled) and wait until it is ready; raises its error if it fails.
+
+        ``sample_rate`` is accepted for the interface and ignored: a session's rate is the server's.
+        """
         if not self.standby_enabled or self._closed:
             return
         session = self._standby
