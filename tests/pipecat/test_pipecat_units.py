@@ -141,6 +141,10 @@ def api_error(code: str, status: int | None) -> TTSAPIError:
         ("generation_failed", 500, ErrorCategory.SERVER, False),
         ("not_initialized", 503, ErrorCategory.SERVER, False),
         ("upstream_unavailable", 502, ErrorCategory.SERVER, False),
+        ("internal_error", None, ErrorCategory.SERVER, False),
+        ("quota_exceeded", None, ErrorCategory.UNKNOWN, False),  # Kitta: per-session units, not the account
+        ("invalid_state", None, ErrorCategory.UNKNOWN, False),
+        ("forbidden", 403, ErrorCategory.AUTHENTICATION, True),
         ("context_not_found", 404, ErrorCategory.UNKNOWN, False),
         ("missing_context_id", 400, ErrorCategory.UNKNOWN, False),
     ],

@@ -2,6 +2,7 @@
 
 - :class:`NineninesixTTSService` / :class:`NineninesixHttpTTSService`: drop-in replacements for Pipecat's
   ``CartesiaTTSService`` / ``CartesiaHttpTTSService`` against the Nineninesix API.
+- :class:`KittaTTSService`: the same service over Kitta Realtime TTS v2 (warm standby session per turn).
 - :class:`TurnTTSService` / :class:`TurnHttpTTSService`: the provider-neutral bases, for any
   :class:`ttsbridge.turns.TurnProvider`.
 
@@ -18,6 +19,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from ttsbridge.pipecat._base import TurnHttpTTSService, TurnTTSService
+from ttsbridge.pipecat.kitta import KittaTTSService, KittaTTSSettings
 from ttsbridge.pipecat.nineninesix import (
     NineninesixHttpTTSService,
     NineninesixTTSService,
@@ -25,6 +27,8 @@ from ttsbridge.pipecat.nineninesix import (
 )
 
 __all__ = [
+    "KittaTTSService",
+    "KittaTTSSettings",
     "NineninesixHttpTTSService",
     "NineninesixTTSService",
     "NineninesixTTSSettings",

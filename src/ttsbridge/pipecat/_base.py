@@ -289,8 +289,9 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     Settings = TTSSettings
     _settings: TTSSettings
 
-    #: Whether TOKEN mode coalesces tokens into clauses for this provider.
-    coalesce_tokens: ClassVar[bool] = False
+    #: Whether TOKEN mode coalesces tokens into clauses before ``Turn.send`` (both providers render every
+    #: send as a unit of its own: a Nineninesix transcript, a flushed Kitta segment).
+    coalesce_tokens: ClassVar[bool] = True
     #: How often an audio context that waits for due audio is kept from Pipecat's 3-second idle timeout.
     context_refresh_interval_s: ClassVar[float] = 1.0
     #: How long an open turn (not yet ended) may go without text or audio before its audio context is left to

@@ -29,9 +29,7 @@ AUTH_CODES = frozenset(
     }
 )
 #: Error codes that mean the account cannot pay for more audio.
-QUOTA_CODES = frozenset(
-    {"insufficient_credits", "insufficient_balance", "payment_required", "quota_exceeded", "billing_limit"}
-)
+QUOTA_CODES = frozenset({"insufficient_credits", "insufficient_balance", "payment_required", "billing_limit"})
 #: Error codes that mean the request names something the server does not have, or a format it won't make:
 #: retrying the same configuration can never succeed.
 INVALID_CODES = frozenset(
@@ -44,8 +42,15 @@ INVALID_CODES = frozenset(
         "unsupported_encoding",
         "invalid_sample_rate",
         "unsupported_parameter",
+        "invalid_parameter",
         "unsupported_format",
     }
+)
+
+
+#: Server-side failures (a retry, or the next turn, may work).
+_SERVER_CODES = frozenset(
+    {"generation_failed", "not_initialized", "internal_error", "upstream_unavailable", "service_unavailable"}
 )
 
 
@@ -73,7 +78,7 @@ def classify(exc: BaseException) -> ErrorVerdict:
             return ErrorVerdict(ErrorCategory.INVALID_REQUEST, True)
         if status == 429 or code in {"concurrent_limit", "rate_limited", "rate_limit"}:
             return ErrorVerdict(ErrorCategory.RATE_LIMIT, False)
-        if (status is not None and status >= 500) or code in {"generation_failed", "not_initialized"}:
+        if (status is not None and status >= 500) or code in _SERVER_CODES or exc.retryable:
             return ErrorVerdict(ErrorCategory.SERVER, False)
         # context_not_found, missing_context_id and anything new: this turn only. UNKNOWN, not
         # INVALID_REQUEST, which Pipecat treats as permanent.

@@ -92,7 +92,6 @@ class NineninesixTTSService(TurnTTSService):
 
     Settings = NineninesixTTSSettings
     _settings: NineninesixTTSSettings
-    coalesce_tokens = True  # every transcript is rendered (and billed) on its own
 
     def __init__(
         self,

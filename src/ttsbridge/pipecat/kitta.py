@@ -1,0 +1,119 @@
+"""Kitta Realtime TTS v2 for Pipecat: the same service as Nineninesix, over :class:`KittaTurnProvider`.
+
+    from ttsbridge.pipecat import KittaTTSService
+
+    tts = KittaTTSService(
+        api_key=os.environ["KITTA_API_KEY"],            # or leave it out: KITTA_API_KEY is read
+        settings=KittaTTSService.Settings(voice="my-voice-id", model="fishaudio-s21pro-flash"),
+    )
+
+Kitta carries one generation per WebSocket; the provider keeps a warm standby session (authenticated,
+started, ready) so a turn's first sentence goes out at once, and barge-in closes the turn's session (v2 has no
+cancel event). Everything else (turns, barge-in, transcript, errors, metrics) is the shared
+:class:`~ttsbridge.pipecat.TurnTTSService`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pipecat.services.settings import TTSSettings
+from pipecat.utils.types import NOT_GIVEN, NotGiven
+
+from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.kitta import KittaOptions, KittaTurnProvider
+from ttsbridge.kitta.models import DEFAULT_MODEL
+from ttsbridge.pipecat._base import TurnTTSService
+
+__all__ = ["KittaTTSService", "KittaTTSSettings"]
+
+API_KEY_ENV = "KITTA_API_KEY"
+_OPTIONAL = (
+    "speed",
+    "volume",
+    "emotion",
+    "latency",
+    "chunk_length",
+    "instructions",
+    "optimize_instructions",
+)
+
+
+@dataclass
+class KittaTTSSettings(TTSSettings):
+    """Runtime-updatable settings of :class:`KittaTTSService` (``TTSUpdateSettingsFrame(delta=...)``).
+
+    ``voice`` (``start.request.voice_id``) is required; ``model`` defaults to ``fishaudio-s21pro-flash``. The
+    optional fields are the ``start.request`` fields of the same names (None = left out); each model accepts
+    only some of them, which is checked before anything connects. A change replaces the standby session.
+    """
+
+    speed: float | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+    volume: float | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+    emotion: str | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+    latency: str | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+    chunk_length: int | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+    instructions: str | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+    optimize_instructions: bool | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
+
+
+class KittaTTSService(TurnTTSService):
+    """Kitta Realtime TTS v2 (MessagePack over WebSocket), one session per turn, with a warm standby.
+
+    Args:
+        api_key: Kitta key; defaults to ``KITTA_API_KEY``. Sent only in the handshake's ``Authorization``
+            header (never in a URL), never logged.
+        base_url: server, ``wss://realtime.fishaudio.org`` by default (``http://`` emulator URLs work).
+        sample_rate: output rate of the audio frames; ``None`` uses the pipeline's ``audio_out_sample_rate``.
+            The server's PCM is resampled locally.
+        settings: ``KittaTTSService.Settings(voice=..., model=..., language=..., speed=...)``.
+        standby: keep one ready session in the background (no handshake on a turn's critical path).
+        provider_options: passed to :class:`~ttsbridge.kitta.KittaTurnProvider`: ``standby_max_age``,
+            ``auth="frame"``, ``max_retries``, ``connect_timeout``, ``event_timeout``, ``limits``...
+        **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).
+
+    Raises:
+        TTSInvalidOptionError: no key, no voice, or an option the model does not accept.
+    """
+
+    Settings = KittaTTSSettings
+    _settings: KittaTTSSettings
+    settings_to_options: ClassVar[dict[str, str]] = {
+        "voice": "voice_id",
+        "model": "model",
+        "language": "language",
+        **{name: name for name in _OPTIONAL},
+    }
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        sample_rate: int | None = None,
+        settings: TTSSettings | None = None,
+        standby: bool = True,
+        provider_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        key = api_key or os.environ.get(API_KEY_ENV)
+        if not key or not key.strip():
+            raise TTSInvalidOptionError(
+                "api_key", None, f"a Kitta API key, passed as api_key= or set in ${API_KEY_ENV}"
+            )
+        store = KittaTTSSettings(model=DEFAULT_MODEL, voice=None, language=None, **dict.fromkeys(_OPTIONAL))
+        if settings is not None:
+            store.apply_update(settings)  # type: ignore[arg-type]
+        if not store.voice:
+            raise TTSInvalidOptionError("voice", store.voice, "a Kitta voice id: Settings(voice=...)")
+        # Language is pushed after Pipecat has converted it; the rest is validated here, before any I/O.
+        optional = {name: getattr(store, name) for name in _OPTIONAL if getattr(store, name) is not None}
+        options = KittaOptions(voice_id=store.voice, model=store.model, **optional)
+        extra: dict[str, Any] = dict(provider_options or {})
+        if base_url is not None:
+            extra["base_url"] = base_url
+        provider = KittaTurnProvider(key, options=options, standby=standby, **extra)
+        super().__init__(provider=provider, settings=store, secrets=(key,), sample_rate=sample_rate, **kwargs)
