@@ -144,7 +144,7 @@ def api_error(code: str, status: int | None) -> TTSAPIError:
         ("internal_error", None, ErrorCategory.SERVER, False),
         ("quota_exceeded", None, ErrorCategory.UNKNOWN, False),  # Kitta: per-session units, not the account
         ("invalid_state", None, ErrorCategory.UNKNOWN, False),
-        ("forbidden", 403, ErrorCategory.AUTHENTICATION, True),
+        ("forbidden", 403, ErrorCategory.AUTHORIZATION, True),
         ("context_not_found", 404, ErrorCategory.UNKNOWN, False),
         ("missing_context_id", 400, ErrorCategory.UNKNOWN, False),
     ],

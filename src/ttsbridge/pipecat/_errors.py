@@ -25,7 +25,6 @@ AUTH_CODES = frozenset(
         "auth_failed",
         "auth_timeout",
         "invalid_token",
-        "forbidden",
     }
 )
 #: Error codes that mean the account cannot pay for more audio.
@@ -70,7 +69,7 @@ def classify(exc: BaseException) -> ErrorVerdict:
         status = exc.status_code
         if code in AUTH_CODES or status == 401:
             return ErrorVerdict(ErrorCategory.AUTHENTICATION, True)
-        if status == 403:
+        if status == 403 or code == "forbidden":
             return ErrorVerdict(ErrorCategory.AUTHORIZATION, True)
         if code in QUOTA_CODES or status == 402:
             return ErrorVerdict(ErrorCategory.QUOTA, True)
