@@ -31,13 +31,13 @@ Scenarios:
    (the emulator, like the spec, answers ``invalid_sample_rate``), and is it the right tone.
 
 The emulator runs in a child process (this file with ``--child``), with realistic server behaviour: a
-first-chunk latency and paced audio (flags), behind a TCP relay that holds every new connection for
-``--handshake-delay`` (the TCP + TLS + upgrade cost of a real network, which loopback lacks; bytes on an open
-connection are not delayed). The parent reads the emulator's counters over a pipe. Medians over ``--runs``;
+first-chunk latency and paced audio (flags), behind a TCP relay that gives loopback a network: ``--rtt``
+(every byte takes half of it each way) and ``--handshake-delay`` (added to every new connection: TCP + TLS
+set-up; the HTTP upgrade's own round trip comes from ``--rtt``). The parent reads the emulator's counters over a pipe. Medians over ``--runs``;
 no assertions about speed.
 
     python bench/bench_peers.py [--runs 15] [--first-chunk-latency 0.08] [--realtime-factor 3.0]
-                                [--handshake-delay 0.15] [--barge-after-ms 300]
+                                [--rtt 0.04] [--handshake-delay 0.15] [--barge-after-ms 300]
                                 [--levels sdk,pipecat,livekit]
 """
 
@@ -76,36 +76,55 @@ BOUND = 30.0  # outer bound on any single wait
 # the emulator in a child process
 
 
-async def _handshake_proxy(target_port: int, delay: float) -> asyncio.Server:
-    """A TCP relay in front of the emulator that holds every new connection for ``delay`` seconds before it
-    reaches the server: the cost of a TCP + TLS + upgrade handshake on a real network, which loopback lacks.
-    Bytes of an open connection are relayed without delay."""
+async def _network_relay(target_port: int, handshake_delay: float, rtt: float) -> asyncio.Server:
+    """A TCP relay in front of the emulator that gives loopback a network: every new connection is held for
+    ``handshake_delay`` before it reaches the server (TCP + TLS set-up), and every byte takes ``rtt / 2`` in
+    each direction (pipelined: a delay, not a bandwidth limit; order is kept). The sleeps simulate the
+    network; they synchronise nothing."""
 
     async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        try:
-            while data := await r.read(1 << 16):
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await queue.get()
+                if not data:
+                    return
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
                 w.write(data)
                 await w.drain()
+
+        sender = asyncio.create_task(deliver())
+        try:
+            while data := await r.read(1 << 16):
+                queue.put_nowait((time.monotonic() + rtt / 2, data))
+            queue.put_nowait((time.monotonic() + rtt / 2, b""))
+            await sender
         except (ConnectionError, OSError):
             pass
         finally:
+            sender.cancel()
             w.close()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if delay > 0:
-            await asyncio.sleep(delay)  # simulated network cost, not synchronisation
+        if handshake_delay > 0:
+            await asyncio.sleep(handshake_delay)
         try:
             up_r, up_w = await asyncio.open_connection("127.0.0.1", target_port)
         except OSError:
             writer.close()
             return
-        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer), return_exceptions=True)
 
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
 
-async def _child(first_chunk_latency: float, realtime_factor: float, handshake_delay: float) -> None:
-    """Serve the emulator behind the handshake relay; answer ``stats`` on stdin with one JSON line of
+async def _child(
+    first_chunk_latency: float, realtime_factor: float, handshake_delay: float, rtt: float
+) -> None:
+    """Serve the emulator behind the network relay; answer ``stats`` on stdin with one JSON line of
     counters; stop on ``quit`` / EOF."""
     from ttsbridge.emulator import Emulator, EmulatorConfig
 
@@ -117,7 +136,7 @@ async def _child(first_chunk_latency: float, realtime_factor: float, handshake_d
     )
     async with Emulator(cfg) as emu:
         port = int(emu.base_url.rsplit(":", 1)[1])
-        proxy = await _handshake_proxy(port, handshake_delay)
+        proxy = await _network_relay(port, handshake_delay, rtt)
         pport = proxy.sockets[0].getsockname()[1]
         info = {
             "base_url": f"http://127.0.0.1:{pport}",
@@ -164,7 +183,7 @@ class EmulatorProcess:
 
 @contextlib.asynccontextmanager
 async def emulator_process(
-    first_chunk_latency: float, realtime_factor: float, handshake_delay: float
+    first_chunk_latency: float, realtime_factor: float, handshake_delay: float, rtt: float
 ) -> AsyncIterator[EmulatorProcess]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -176,6 +195,8 @@ async def emulator_process(
         str(realtime_factor),
         "--handshake-delay",
         str(handshake_delay),
+        "--rtt",
+        str(rtt),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )
@@ -903,7 +924,8 @@ def report(results: dict[str, tuple[Figures, Figures]], runs: int, args: argpars
     }
     print(
         f"ours vs peer against the emulator (child process; first chunk {args.first_chunk_latency * 1000:.0f} ms, "
-        f"realtime factor {args.realtime_factor}, handshake +{args.handshake_delay * 1000:.0f} ms); "
+        f"realtime factor {args.realtime_factor}, RTT {args.rtt * 1000:.0f} ms, "
+        f"handshake +{args.handshake_delay * 1000:.0f} ms); "
         f"medians of {runs} runs; {RATE} Hz unless stated"
     )
     w = (44, 9, 12, 12, 10)
@@ -967,7 +989,9 @@ async def main(args: argparse.Namespace) -> None:
     funcs = {"sdk": sdk_level, "pipecat": pipecat_level, "livekit": livekit_level}
     results: dict[str, tuple[Figures, Figures]] = {}
     t0 = now()
-    async with emulator_process(args.first_chunk_latency, args.realtime_factor, args.handshake_delay) as emu:
+    async with emulator_process(
+        args.first_chunk_latency, args.realtime_factor, args.handshake_delay, args.rtt
+    ) as emu:
         for level in levels:
             t1 = now()
             results[level] = await funcs[level](emu, args.runs, args.barge_after_ms)
@@ -986,13 +1010,15 @@ if __name__ == "__main__":
     ap.add_argument(
         "--handshake-delay", type=float, default=0.15, help="seconds added to every new connection (TCP+TLS)"
     )
+    ap.add_argument("--rtt", type=float, default=0.04, help="network round trip added by the relay (s)")
     ap.add_argument("--barge-after-ms", type=float, default=300.0, help="audio heard before the barge-in")
     ap.add_argument("--levels", default="sdk,pipecat,livekit", help="comma list of sdk, pipecat, livekit")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--log-level", default="CRITICAL", help="log level of the clients (noisy on failures)")
     a = ap.parse_args()
     if a.child:
-        asyncio.run(_child(a.first_chunk_latency, a.realtime_factor, a.handshake_delay))
+        logging.getLogger("aiohttp").setLevel(logging.CRITICAL)  # clients that hang up mid-handshake
+        asyncio.run(_child(a.first_chunk_latency, a.realtime_factor, a.handshake_delay, a.rtt))
     else:
         logging.basicConfig(level=a.log_level)
         with contextlib.suppress(ImportError):  # Pipecat logs through loguru
