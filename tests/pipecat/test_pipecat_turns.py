@@ -279,3 +279,45 @@ async def test_server_idle_close_does_not_fail_the_next_turn(emu: Emulator) -> N
     assert len(contexts) == 2
     assert len(audio_of(probe.frames, contexts[1])) / 2 / 24000 == pytest.approx(tone_len(S2), abs=0.02)
     assert emu.stats.ws_connections == 2
+
+
+class _ContextWatch(NineninesixTTSService):
+    """Signals when Pipecat lets an audio context go."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.context_released = asyncio.Event()
+
+    async def on_audio_context_completed(self, context_id: str) -> None:
+        await super().on_audio_context_completed(context_id)
+        self.context_released.set()
+
+
+async def test_llm_stall_mid_turn_lets_the_context_go_and_the_turn_resumes(emu: Emulator) -> None:
+    """The LLM goes quiet after sentence 1 for longer than Pipecat's idle timeout: Pipecat ends the audio
+    context; sentence 2 then reopens one on the same server turn, and every word comes out once, in order."""
+    tts = _ContextWatch(
+        emu.api_key,
+        base_url=emu.base_url,
+        settings=NineninesixTTSService.Settings(voice=TONE_VOICE_ID),
+        stop_frame_timeout_s=0.4,
+    )
+    tts.open_turn_idle_s = 0.1  # stop holding the context open soon after the LLM went quiet
+    gate, probe = Gate(), Probe()
+    frames = [
+        LLMFullResponseStartFrame(),
+        *tokens(f"{S1} "),
+        LLMTextFrame("Y"),  # releases sentence 1
+        WaitFor(tts.context_released),
+        *tokens(S2[1:]),
+        LLMFullResponseEndFrame(),
+    ]
+    _, up = await run(pipeline(gate, tts, probe), frames, rate=24000)
+
+    assert not errors_of(up)
+    assert " ".join(words_of(probe.frames)) == f"{S1} {S2}"
+    reqs = generation_requests(emu)
+    assert [r["transcript"].strip() for r in reqs] == [S1, S2, ""]
+    assert len({r["context_id"] for r in reqs}) == 1  # one server turn throughout
+    assert sum(isinstance(f, TTSStartedFrame) for f in probe.frames) == 2  # two audio contexts
+    assert_tone(audio_of(probe.frames), 24000, S2, tone_len(S1))

@@ -165,3 +165,13 @@ def test_transport_errors_are_not_fatal() -> None:
         assert verdict.category is ErrorCategory.CONNECTIVITY and not verdict.fatal
     assert classify(RuntimeError("?")).fatal is False
     assert classify(TTSInvalidOptionError("voice", "", "a voice id")).fatal is True
+
+
+def test_restart_times_the_next_text_from_zero() -> None:
+    clock = WordClock(SpeechRate(10.0))
+    clock.add_text("aaaa bbbb", boundary=True)
+    assert clock.add_audio(0.2) == [("aaaa", 0.0)]
+    clock.restart()  # the audio context went away with "bbbb" still owed
+    clock.add_text("cccc dddd", boundary=True)
+    assert clock.add_audio(0.1) == [("cccc", 0.0)]
+    assert [w for w, _ in clock.end_segment()] == ["dddd"]

@@ -43,6 +43,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService, WebsocketTTSService
 from pipecat.transcriptions.language import Language
+from pipecat.utils.errors import ErrorCategory
 
 from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
@@ -164,7 +165,7 @@ class _TurnServiceMixin:
             await self.push_error(  # type: ignore[attr-defined]
                 error_msg=f"{self} rejected settings update: {self._redact(exc)}",
                 exception=exc,
-                category=_application_category(),
+                category=ErrorCategory.APPLICATION,
             )
             return {}
         if changed.keys() & {"voice", "model"}:
@@ -220,6 +221,11 @@ class _TurnServiceMixin:
     async def _end_failed_audio_context(self, context_id: str) -> None:
         """Drop the failed context's unspoken text and end its audio context now (no 3-second wait)."""
         self._drop_unspoken_text(context_id)
+        sequencer = getattr(self, "_aggregated_frame_sequencer", None)
+        if sequencer is not None:
+            # Text left out of speech (skip_text_types) that waited behind the dropped slots goes on now.
+            for frame in sequencer.flush():
+                await self.push_frame(frame)  # type: ignore[attr-defined]
         if self.audio_context_available(context_id):  # type: ignore[attr-defined]
             await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))  # type: ignore[attr-defined]
             await self.remove_audio_context(context_id)  # type: ignore[attr-defined]
@@ -242,12 +248,6 @@ class _TurnServiceMixin:
     async def _push_words(self, words: list[tuple[str, float]], context_id: str) -> None:
         if words:
             await self.add_word_timestamps(words, context_id)  # type: ignore[attr-defined]
-
-
-def _application_category() -> Any:
-    from pipecat.utils.errors import ErrorCategory
-
-    return ErrorCategory.APPLICATION
 
 
 @dataclass(eq=False)
@@ -551,6 +551,14 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 return
             if pcm:
                 yield pcm
+
+    async def on_audio_context_completed(self, context_id: str) -> None:
+        state = self._turns.get(context_id)
+        if state is not None and not state.turn.done:
+            # Pipecat let the context go while the turn is still open (the LLM stalled for long); the next
+            # sentence opens a new audio context with a new time base.
+            state.clock.restart()
+        await super().on_audio_context_completed(context_id)
 
     # -- barge-in -----------------------------------------------------------------------------------------
 

@@ -73,7 +73,6 @@ class _Word:
 
 @dataclass
 class _Segment:
-    text: list[str] = field(default_factory=list)
     length: int = 0
     words: list[_Word] = field(default_factory=list)
     pending: str = ""  # the last word while it may still continue (no whitespace after it yet)
@@ -116,7 +115,6 @@ class WordClock:
                     seg.pending_start = seg.length
                 seg.pending += ch
             seg.length += 1
-        seg.text.append(text)
         self.total_chars += len(text)
         if boundary:
             self._close_pending()
@@ -169,6 +167,17 @@ class WordClock:
         self._next = 0
         self._cps = self._rate.chars_per_second
         return out
+
+    def restart(self) -> None:
+        """The audio context these words were timed against is gone (Pipecat ended it while the turn stayed
+        open, e.g. a long LLM stall): drop the words still owed, and time the next text from 0 against the
+        next audio context. The rate learned so far is kept."""
+        self._close_pending()
+        self._seg = _Segment()
+        self._next = 0
+        self._offset_s = 0.0
+        self._last_t = 0.0
+        self._cps = self._rate.chars_per_second
 
     def _emit(self, word: str, t: float) -> tuple[str, float]:
         t = max(t, self._last_t)
