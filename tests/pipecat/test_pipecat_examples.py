@@ -74,3 +74,12 @@ async def test_twilio_example_call_against_the_emulator(tmp_path: Path) -> None:
     assert dominant_frequency(greeting, rate) == pytest.approx(tone_frequency("Hi."), abs=20)
     reply = pcm[int(0.3 * rate) * 2 : int(0.55 * rate) * 2]
     assert dominant_frequency(reply, rate) == pytest.approx(tone_frequency("Bye now."), abs=20)
+
+
+async def test_run_demo_defaults_and_stats_as_a_mapping(tmp_path: Path) -> None:
+    stats = await run_demo(None, tmp_path / "d.wav", voice=TONE_VOICE_ID)  # None: the default dialogue turn
+    assert stats.ok
+    assert stats.transcript.startswith("Hi, thanks for calling!")
+    as_dict = dict(stats)  # what `ttsbridge demo` prints
+    assert as_dict == stats.as_dict()
+    assert as_dict["audio_seconds"] == stats.audio_seconds and as_dict["endpoint"] == "emulator"

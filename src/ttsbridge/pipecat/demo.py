@@ -14,7 +14,7 @@ import asyncio
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,18 @@ class DemoStats:
     @property
     def ok(self) -> bool:
         return not self.errors and self.audio_seconds > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # ``dict(stats)`` works too (mapping protocol), for callers that print it.
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self)]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(key)
+        return getattr(self, key)
 
 
 class ScriptedLLM(FrameProcessor):
@@ -122,7 +134,7 @@ class _Recorder(FrameProcessor):
 
 
 async def run_demo(
-    text: str = DEMO_TEXT,
+    text: str | None = DEMO_TEXT,
     out_path: str | os.PathLike[str] = "ttsbridge-demo.wav",
     *,
     base_url: str | None = None,
@@ -137,7 +149,7 @@ async def run_demo(
     """Speak ``text`` through a Pipecat pipeline (scripted LLM -> NineninesixTTSService) into ``out_path``.
 
     Args:
-        text: what the scripted LLM "says" (streamed as small tokens).
+        text: what the scripted LLM "says" (streamed as small tokens); None or empty: :data:`DEMO_TEXT`.
         out_path: the WAV file to write (PCM16 mono at ``sample_rate``).
         base_url: the Nineninesix API; None starts the local emulator (offline, no key needed).
         api_key: the key for ``base_url`` (default ``$NINENINESIX_API_KEY``); ignored for the emulator.
@@ -152,6 +164,8 @@ async def run_demo(
         :class:`DemoStats`; ``errors`` lists the pipeline's error texts (keys redacted).
     """
     from ttsbridge.pipecat.nineninesix import NineninesixTTSService
+
+    text = text if text and text.strip() else DEMO_TEXT
 
     emulator: Any = None
     if base_url is None:
