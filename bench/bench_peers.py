@@ -36,7 +36,7 @@ first-chunk latency and paced audio (flags), behind a TCP relay that gives loopb
 set-up; the HTTP upgrade's own round trip comes from ``--rtt``). The parent reads the emulator's counters over a pipe. Medians over ``--runs``;
 no assertions about speed.
 
-    python bench/bench_peers.py [--runs 15] [--first-chunk-latency 0.08] [--realtime-factor 3.0]
+    python bench/bench_peers.py [--runs 12] [--first-chunk-latency 0.08] [--realtime-factor 3.0]
                                 [--rtt 0.04] [--handshake-delay 0.15] [--barge-after-ms 300]
                                 [--levels sdk,pipecat,livekit]
 """
@@ -974,6 +974,12 @@ def report(results: dict[str, tuple[Figures, Figures]], runs: int, args: argpars
             name = f"3. telephony, {label}" if "mu-law" in label else f"4. output rate {label.split()[0]}"
             o, p = (verdict(f.checks.get(label)) for f in (ours, peer))
             print(f"{name:<{w[0]}} {level:<{w[1]}} {o:>{w[2]}} {p:>{w[3]}} {'-':>{w[4]}}")
+    print(
+        "2a: SDK and LiveKit levels read the turn with a real-time player; Pipecat right after the TTS service.\n"
+        "2b: from the interrupt, so it includes the interrupt itself: our provider's cancel() and our LiveKit\n"
+        "    stream's aclose() wait for the server's cancel acknowledgement (one round trip); our Pipecat\n"
+        "    service cancels in the background; LiveKit's cartesia plugin pays a new connection instead."
+    )
     print()
     print("details (ours | peer):")
     for level, (ours, peer) in results.items():
@@ -1002,7 +1008,7 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, default=15, help="runs per scenario (medians over them)")
+    ap.add_argument("--runs", type=int, default=12, help="runs per scenario (medians over them)")
     ap.add_argument(
         "--first-chunk-latency", type=float, default=0.08, help="emulator: seconds to first chunk"
     )
