@@ -146,3 +146,12 @@ async def test_bad_key_is_fatal() -> None:
     assert "sk_996_wrong_one" not in errors[0].error
     assert not tts.is_usable
     assert not audio_of(down)
+
+
+async def test_end_frame_mid_turn_over_http(emu: Emulator) -> None:
+    tts = make_http_tts(emu)
+    frames = [LLMFullResponseStartFrame(), *llm_turn(S1, S2)[1:-1]]  # no LLMFullResponseEndFrame
+    down, up = await run(tts, frames, rate=24000)
+    assert not errors_of(up)
+    assert len(audio_of(down)) / 2 / 24000 == pytest.approx(tone_len(S1), abs=0.02)
+    assert emu.stats.http_requests == 1  # the text flushed after stop() is not sent

@@ -649,14 +649,27 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         kwargs.setdefault("push_stop_frames", True)
         super().__init__(settings=settings, **kwargs)
         self._clocks: dict[str, WordClock] = {}
+        self._stopped = False
         self._sync_provider_options()
 
+    async def start(self, frame: Frame) -> None:  # type: ignore[override]
+        await super().start(frame)  # type: ignore[arg-type]
+        self._stopped = False
+
     async def stop(self, frame: EndFrame) -> None:
+        # Pipecat waits for every audio context to finish playing; the open LLM turn's context only closes
+        # at the end of the response, which an early EndFrame never brings: close it (its audio is queued).
+        context_id = self._turn_context_id
+        if context_id and self.audio_context_available(context_id):
+            await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))
+            await self.remove_audio_context(context_id)
         await super().stop(frame)
+        self._stopped = True
         await self._close_provider()
 
     async def cancel(self, frame: Frame) -> None:  # type: ignore[override]
         await super().cancel(frame)  # type: ignore[arg-type]
+        self._stopped = True
         await self._close_provider()
 
     async def _close_provider(self) -> None:
@@ -667,8 +680,9 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         """Synthesize one sentence, yielding audio frames as the provider streams them."""
-        if context_id in self._failed_contexts:
-            logger.debug(f"{self} dropping text of failed context {context_id}")
+        if context_id in self._failed_contexts or self._stopped:
+            # A failed turn's rest is not spoken; nor is text Pipecat flushes after stop() (EndFrame).
+            logger.debug(f"{self} not speaking [{text}] (context {context_id})")
             await self._end_failed_audio_context(context_id)
             return
         clock = self._clocks.get(context_id)
