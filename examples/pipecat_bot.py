@@ -1,11 +1,16 @@
 """A Pipecat pipeline speaking through Nineninesix into a WAV file.
 
 A scripted LLM streams its reply as tokens (like a real LLM service), ``NineninesixTTSService`` speaks every
-sentence on one server context, and the audio is written to a WAV file.
+sentence on one server context (or ``KittaTTSService`` on one session), and the audio is written to a WAV
+file.
 
 Offline (starts the local emulator; eSpeak NG speech if available, no key, no network)::
 
     python examples/pipecat_bot.py --out demo.wav
+
+The same pipeline over Kitta Realtime v2 (``KittaTTSService``, warm standby session per turn)::
+
+    python examples/pipecat_bot.py --provider kitta --out demo.wav
 
 Against the real API::
 
@@ -30,8 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--text", default=DEMO_TEXT, help="what the scripted LLM says")
     parser.add_argument("--out", default="pipecat-demo.wav", help="WAV file to write")
-    parser.add_argument("--base-url", default=None, help="Nineninesix API base URL (default: local emulator)")
-    parser.add_argument("--api-key", default=None, help="API key (default: $NINENINESIX_API_KEY)")
+    parser.add_argument("--provider", default="nineninesix", choices=["nineninesix", "kitta"])
+    parser.add_argument("--base-url", default=None, help="API base URL (default: the local emulator)")
+    parser.add_argument(
+        "--api-key", default=None, help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)"
+    )
     parser.add_argument("--voice", default=None, help="voice id (default: the server's default voice)")
     parser.add_argument("--rate", type=int, default=24000, help="pipeline output sample rate")
     parser.add_argument("--encoding", default="pcm_s16le", choices=["pcm_s16le", "pcm_mulaw", "pcm_alaw"])
@@ -52,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             sample_rate=args.rate,
             encoding=args.encoding,
             token_delay_s=args.token_delay,
+            provider=args.provider,
         )
     )
     print(f"endpoint:      {stats.endpoint}")

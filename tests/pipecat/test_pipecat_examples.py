@@ -83,3 +83,13 @@ async def test_run_demo_defaults_and_stats_as_a_mapping(tmp_path: Path) -> None:
     as_dict = dict(stats)  # what `ttsbridge demo` prints
     assert as_dict == stats.as_dict()
     assert as_dict["audio_seconds"] == stats.audio_seconds and as_dict["endpoint"] == "emulator"
+
+
+def test_pipecat_bot_example_over_kitta(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bot = load_example("pipecat_bot")
+    out = tmp_path / "kitta.wav"
+    args = ["--provider", "kitta", "--text", "Short and sweet.", "--out", str(out), "--voice", TONE_VOICE_ID]
+    assert bot.main([*args, "--token-delay", "0"]) == 0
+    assert "Short and sweet." in capsys.readouterr().out
+    pcm, rate = read_wav(out)
+    assert len(pcm) / 2 / rate == pytest.approx(0.06 * len("Short and sweet."), abs=0.03)

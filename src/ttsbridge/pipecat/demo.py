@@ -1,4 +1,5 @@
-"""An offline Pipecat pipeline: a scripted LLM streams tokens -> NineninesixTTSService -> a WAV file.
+"""An offline Pipecat pipeline: a scripted LLM streams tokens -> NineninesixTTSService (or KittaTTSService)
+-> a WAV file.
 
 With no ``base_url`` it starts the local emulator (eSpeak NG speech when available, else the tone voice), so
 it runs with no network and no key; with ``base_url``/``api_key`` it talks to the real API. The core of
@@ -144,43 +145,68 @@ async def run_demo(
     encoding: str = "pcm_s16le",
     token_delay_s: float = 0.0,
     timeout_s: float = 120.0,
+    provider: str = "nineninesix",
     **tts_kwargs: Any,
 ) -> DemoStats:
-    """Speak ``text`` through a Pipecat pipeline (scripted LLM -> NineninesixTTSService) into ``out_path``.
+    """Speak ``text`` through a Pipecat pipeline (scripted LLM -> our TTS service) into ``out_path``.
 
     Args:
         text: what the scripted LLM "says" (streamed as small tokens); None or empty: :data:`DEMO_TEXT`.
         out_path: the WAV file to write (PCM16 mono at ``sample_rate``).
-        base_url: the Nineninesix API; None starts the local emulator (offline, no key needed).
-        api_key: the key for ``base_url`` (default ``$NINENINESIX_API_KEY``); ignored for the emulator.
-        voice: voice id; None uses the server's default voice.
+        base_url: the API; None starts the local emulator (offline, no key needed).
+        api_key: the key for ``base_url`` (default ``$NINENINESIX_API_KEY`` / ``$KITTA_API_KEY``); ignored for
+            the emulator.
+        voice: voice id; None uses the server's default voice (Kitta needs one: on the emulator, its speech
+            voice when eSpeak NG is available, else the tone voice).
         sample_rate: the pipeline's output rate.
-        encoding: wire encoding (``pcm_s16le``, ``pcm_mulaw``, ``pcm_alaw``).
+        encoding: Nineninesix wire encoding (``pcm_s16le``, ``pcm_mulaw``, ``pcm_alaw``).
         token_delay_s: pause between LLM tokens, to mimic a real LLM's pace.
         timeout_s: bound on the whole run.
-        **tts_kwargs: more ``NineninesixTTSService`` arguments (``text_aggregation_mode``...).
+        provider: ``"nineninesix"`` (``NineninesixTTSService``) or ``"kitta"`` (``KittaTTSService``).
+        **tts_kwargs: more service arguments (``text_aggregation_mode``...).
 
     Returns:
         :class:`DemoStats`; ``errors`` lists the pipeline's error texts (keys redacted).
     """
-    from ttsbridge.pipecat.nineninesix import NineninesixTTSService
-
+    if provider not in ("nineninesix", "kitta"):
+        raise ValueError(f"invalid provider={provider!r}; allowed: 'nineninesix', 'kitta'")
     text = text if text and text.strip() else DEMO_TEXT
 
     emulator: Any = None
     if base_url is None:
-        from ttsbridge.emulator import Emulator, EmulatorConfig
+        from ttsbridge.emulator import (
+            SPEECH_VOICE_ID,
+            TONE_VOICE_ID,
+            Emulator,
+            EmulatorConfig,
+            speech_available,
+        )
 
         emulator = await Emulator(EmulatorConfig()).start()
-        base_url, api_key, endpoint = emulator.base_url, emulator.api_key, "emulator"
+        base_url, endpoint = emulator.base_url, "emulator"
+        if provider == "kitta":
+            api_key = emulator.config.kitta.a_valid_key()
+            voice = voice or (SPEECH_VOICE_ID if speech_available() else TONE_VOICE_ID)
+        else:
+            api_key = emulator.api_key
     else:
         endpoint = base_url
-    secrets = (api_key, os.environ.get("NINENINESIX_API_KEY"))
+    secrets = (api_key, os.environ.get("NINENINESIX_API_KEY"), os.environ.get("KITTA_API_KEY"))
     try:
-        settings = NineninesixTTSService.Settings(voice=voice) if voice else None
-        tts = NineninesixTTSService(
-            api_key, base_url=base_url, encoding=encoding, settings=settings, **tts_kwargs
-        )
+        tts: Any
+        if provider == "kitta":
+            from ttsbridge.pipecat.kitta import KittaTTSService
+
+            tts = KittaTTSService(
+                api_key, base_url=base_url, settings=KittaTTSService.Settings(voice=voice), **tts_kwargs
+            )
+        else:
+            from ttsbridge.pipecat.nineninesix import NineninesixTTSService
+
+            settings = NineninesixTTSService.Settings(voice=voice) if voice else None
+            tts = NineninesixTTSService(
+                api_key, base_url=base_url, encoding=encoding, settings=settings, **tts_kwargs
+            )
         llm = ScriptedLLM([text], token_delay_s=token_delay_s)
         head, tail = _Recorder(), _Recorder()
         worker = PipelineWorker(
