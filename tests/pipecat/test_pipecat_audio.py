@@ -6,10 +6,7 @@ import base64
 import json
 
 import pytest
-from pipecat.frames.frames import Frame, InterruptionFrame, TTSAudioRawFrame, TTSSpeakFrame
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor, FrameProcessorSetup
-from pipecat.serializers.twilio import TwilioFrameSerializer
-from tests.pipecat.conftest import (
+from pc_helpers import (
     S2,
     Gate,
     InterruptWhen,
@@ -23,6 +20,9 @@ from tests.pipecat.conftest import (
     segment,
     tone_len,
 )
+from pipecat.frames.frames import Frame, InterruptionFrame, TTSAudioRawFrame, TTSSpeakFrame
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor, FrameProcessorSetup
+from pipecat.serializers.twilio import TwilioFrameSerializer
 
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.audio.g711 import ulaw_decode

@@ -12,18 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from loguru import logger
-from pipecat.frames.frames import (
-    ErrorFrame,
-    LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
-    LLMTextFrame,
-    TTSAudioRawFrame,
-    TTSSpeakFrame,
-    TTSStoppedFrame,
-    TTSTextFrame,
-)
-from pipecat.utils.errors import ErrorCategory
-from tests.pipecat.conftest import (
+from pc_helpers import (
     S1,
     S2,
     S3,
@@ -37,6 +26,17 @@ from tests.pipecat.conftest import (
     run,
     tone_len,
 )
+from pipecat.frames.frames import (
+    ErrorFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+)
+from pipecat.utils.errors import ErrorCategory
 
 from ttsbridge.emulator import Emulator, EmulatorConfig, Fault
 from ttsbridge.pipecat import NineninesixTTSService

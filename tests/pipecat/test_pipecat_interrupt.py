@@ -3,19 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pipecat.frames.frames import (
-    InterruptionFrame,
-    LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
-    LLMTextFrame,
-    TTSAudioRawFrame,
-    TTSSpeakFrame,
-    TTSStoppedFrame,
-    TTSTextFrame,
-)
-from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
-from tests.pipecat.conftest import (
+from pc_helpers import (
     S1,
     S2,
     S3,
@@ -30,6 +18,18 @@ from tests.pipecat.conftest import (
     segment,
     tone_len,
 )
+from pipecat.frames.frames import (
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_frequency

@@ -11,6 +11,22 @@ from typing import Any
 
 import pytest
 from loguru import logger
+from pc_helpers import (
+    S1,
+    S2,
+    S3,
+    Gate,
+    InterruptWhen,
+    Probe,
+    WaitFor,
+    audio_of,
+    errors_of,
+    pipeline,
+    run,
+    segment,
+    tone_len,
+    words_of,
+)
 from pipecat.frames.frames import (
     InterruptionFrame,
     LLMFullResponseEndFrame,
@@ -27,22 +43,6 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from pipecat.services.tts_service import TextAggregationMode
 from pipecat.utils.errors import ErrorCategory
-from tests.pipecat.conftest import (
-    S1,
-    S2,
-    S3,
-    Gate,
-    InterruptWhen,
-    Probe,
-    WaitFor,
-    audio_of,
-    errors_of,
-    pipeline,
-    run,
-    segment,
-    tone_len,
-    words_of,
-)
 
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, tone_frequency

@@ -5,23 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from pipecat.frames.frames import (
-    AggregatedTextFrame,
-    ErrorFrame,
-    LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
-    LLMTextFrame,
-    MetricsFrame,
-    TTSAudioRawFrame,
-    TTSSpeakFrame,
-    TTSStartedFrame,
-    TTSStoppedFrame,
-    TTSTextFrame,
-    TTSUpdateSettingsFrame,
-)
-from pipecat.metrics.metrics import TTFBMetricsData, TTSUsageMetricsData
-from pipecat.services.tts_service import TextAggregationMode, WebsocketTTSService
-from tests.pipecat.conftest import (
+from pc_helpers import (
     S1,
     S2,
     S3,
@@ -38,6 +22,22 @@ from tests.pipecat.conftest import (
     tone_len,
     words_of,
 )
+from pipecat.frames.frames import (
+    AggregatedTextFrame,
+    ErrorFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    MetricsFrame,
+    TTSAudioRawFrame,
+    TTSSpeakFrame,
+    TTSStartedFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+    TTSUpdateSettingsFrame,
+)
+from pipecat.metrics.metrics import TTFBMetricsData, TTSUsageMetricsData
+from pipecat.services.tts_service import TextAggregationMode, WebsocketTTSService
 
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_frequency
