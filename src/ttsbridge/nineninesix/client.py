@@ -148,21 +148,34 @@ class NineninesixContext:
         self.characters_sent += len(text)
         self._last_sent = time.monotonic()
 
-    async def cancel(self, timeout: float | None = None) -> None:
+    async def cancel(self, timeout: float | None = None, *, wait: bool = True) -> None:
         """Stop generation; no audio is yielded after this returns. Idempotent; never raises.
 
         With ``cancel_ack`` (the default) it waits, bounded by ``timeout`` (client's ``cancel_timeout``),
         for the server's ``done`` with ``cancelled: true``, so the context is really over before the next
-        turn starts.
+        turn starts; ``wait=False`` sends the cancel and returns (the late acknowledgement is dropped).
         """
-        if self._finished.is_set() and not self._cancelled:
+        if self._finished.is_set():
             return
         first = not self._cancelled
         self._cancelled = True
         if first:
             self._queue.put_nowait(_End())  # wake the consumer: it stops without yielding more
-        frame = self._conn.protocol.cancel(self.id) if self.id in self._conn.protocol.contexts else None
+        await self._stop_on_server(
+            self._conn.client.cancel_timeout if timeout is None else timeout, wait=wait
+        )
+
+    async def _stop_on_server(self, timeout: float, *, wait: bool = True) -> None:
+        """Send the cancel (once) and, with ``cancel_ack``, wait up to ``timeout`` for its answer; then finish."""
+        proto = self._conn.protocol
+        if proto.drop_unsent(self.id):  # the server never heard of this context: nothing to cancel there
+            self._finish(None)
+            return
+        frame = proto.cancel(self.id) if self.id in proto.contexts else None
         if frame is None:
+            if wait and proto.cancel_ack and proto.state(self.id) is ContextState.CANCELLING:
+                # another cancel() sent it: wait for the same acknowledgement
+                await self._wait_finished(timeout)
             self._finish(None)
             return
         try:
@@ -170,52 +183,66 @@ class NineninesixContext:
         except TTSBridgeError:
             self._finish(None)
             return
-        if not self._conn.protocol.cancel_ack:
-            self._finish(None)
-            return
-        wait = self._conn.client.cancel_timeout if timeout is None else timeout
+        if wait and proto.cancel_ack:
+            await self._wait_finished(timeout)
+        self._finish(None)
+
+    async def _wait_finished(self, timeout: float) -> None:
         try:
-            await asyncio.wait_for(self._finished.wait(), wait)
+            await asyncio.wait_for(self._finished.wait(), timeout)
         except asyncio.TimeoutError:
             logger.warning(
-                "nineninesix: no cancel acknowledgement for context %s within %.1fs", self.id, wait
+                "nineninesix: no cancel acknowledgement for context %s within %.1fs", self.id, timeout
             )
-            self._finish(None)
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[bytes]:
         timeout = self._conn.client.receive_timeout
-        while True:
-            if self._cancelled:
-                return
-            try:
-                # fast path: no timer task when audio is already queued
-                item = self._queue.get_nowait() if self._queue.qsize() else None
-                if item is None:
-                    item = await asyncio.wait_for(self._queue.get(), self._wait_budget(timeout))
-            except asyncio.TimeoutError:
-                if self._queue.qsize() or self._finished.is_set():
-                    continue
-                if not self._owed():
-                    continue
-                err = TTSTimeoutError(f"nineninesix: no audio for context {self.id} within {timeout:.1f}s")
-                self._fail(err)
-                await self.cancel(timeout=0.5)
-                raise err from None
-            if self._cancelled:
-                return
-            if isinstance(item, _End):
-                if item.error is not None:
-                    raise item.error
-                return
-            yield item
+        try:
+            while True:
+                if self._cancelled:
+                    return
+                if self._finished.is_set() and self._queue.empty():  # iterated again after its end
+                    if self._error is not None:
+                        raise self._error
+                    return
+                try:
+                    # fast path: no timer task when audio is already queued
+                    item = self._queue.get_nowait() if self._queue.qsize() else None
+                    if item is None:
+                        item = await asyncio.wait_for(self._queue.get(), self._wait_budget(timeout))
+                except asyncio.TimeoutError:
+                    if self._queue.qsize() or self._finished.is_set() or not self._overdue(timeout):
+                        continue
+                    err = TTSTimeoutError(
+                        f"nineninesix: no audio for context {self.id} within {timeout:.1f}s"
+                    )
+                    self._error = err
+                    # cancel it on the server (bounded): the context must not go on generating unheard
+                    await self._stop_on_server(min(0.5, self._conn.client.cancel_timeout))
+                    raise err from None
+                if self._cancelled:
+                    return
+                if isinstance(item, _End):
+                    if item.error is not None:
+                        raise item.error
+                    return
+                yield item
+        finally:
+            if not self._finished.is_set() and not self._cancelled:
+                # The consumer left early (break, or its task was cancelled): nobody will read this context.
+                await self.cancel(wait=False)
 
     def _owed(self) -> bool:
         """True when the server owes us something: text sent since we last heard, or the end of the turn."""
         state = self._conn.protocol.state(self.id)
         return state is ContextState.ENDING or self._last_sent > self._last_heard
+
+    def _overdue(self, timeout: float) -> bool:
+        """True when the server owes us something and has been silent for ``timeout`` since it began to."""
+        return self._owed() and time.monotonic() - max(self._last_sent, self._last_heard) >= timeout
 
     def _wait_budget(self, timeout: float) -> float:
         if not self._owed():
@@ -358,6 +385,9 @@ class _Connection:
             ctx = self.contexts.get(ev.context_id)
             if ctx is not None:
                 ctx._on_event(ev)
+            elif isinstance(ev, (ContextDone, ContextFailed)):
+                # the end of a context its owner already let go (e.g. a late cancel acknowledgement)
+                self.protocol.forget(ev.context_id)
 
     async def close(self) -> None:
         if not self.dead:
@@ -458,6 +488,7 @@ class NineninesixClient:
         self._pool: dict[OutputFormat, _Connection] = {}
         self._locks: dict[OutputFormat, asyncio.Lock] = {}
         self._serial = 0
+        self._epoch = 0  # bumped by aclose(): a connect that was under way then is closed, not pooled
         self.connections_opened = 0
 
     def __repr__(self) -> str:
@@ -498,8 +529,11 @@ class NineninesixClient:
         return self._pool.get(output_format)
 
     async def _connection(self, fmt: OutputFormat) -> _Connection:
+        epoch = self._epoch
         lock = self._locks.setdefault(fmt, asyncio.Lock())
         async with lock:
+            if self._epoch != epoch:
+                raise TTSConnectionError("nineninesix: the client was closed")
             conn = self._pool.get(fmt)
             if conn is not None and not conn.dead and conn.idle_for() > self.max_idle and not conn.contexts:
                 logger.debug(
@@ -511,6 +545,9 @@ class NineninesixClient:
                 self._serial += 1
                 conn = _Connection(self, fmt, self._serial)
                 await conn.connect()
+                if self._epoch != epoch:  # aclose() ran while we were connecting: keep nothing open
+                    await conn.close()
+                    raise TTSConnectionError("nineninesix: the client was closed")
                 self.connections_opened += 1
                 self._pool[fmt] = conn
             return conn
@@ -520,6 +557,9 @@ class NineninesixClient:
             del self._pool[conn.output_format]
 
     async def aclose(self) -> None:
+        """Close every connection; open contexts fail with :class:`TTSConnectionError`. The client stays
+        usable: a later ``open_context`` connects again."""
+        self._epoch += 1
         conns = list(self._pool.values())
         self._pool.clear()
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)

@@ -9,6 +9,7 @@ Context states::
     OPEN --end()--> ENDING --done--> DONE
     OPEN/ENDING --cancel()--> CANCELLING --done(cancelled)/context_not_found--> CANCELLED
                               (without cancel_ack the context is CANCELLED at once)
+    OPEN --cancel() before any request was sent (drop_unsent)--> CANCELLED, nothing sent
     any live state --error for it / socket-closing error / connection lost--> FAILED
 """
 
@@ -148,6 +149,7 @@ class _Context:
     carry: bytes = b""  # an odd trailing byte of PCM16, kept for the next chunk
     format_sent: bool = False
     chars: int = 0
+    sent: bool = False  # a generation request was built for it: the server may know the context
 
 
 @dataclass
@@ -203,6 +205,7 @@ class NineninesixProtocol:
             language=language,
         )
         ctx.chars += len(transcript)
+        ctx.sent = True
         if not continue_:
             ctx.state = ContextState.ENDING
         return json.dumps(req.to_wire(), separators=(",", ":"))
@@ -217,6 +220,15 @@ class NineninesixProtocol:
             return None
         ctx.state = ContextState.CANCELLING if self.cancel_ack else ContextState.CANCELLED
         return json.dumps(CancelRequest(context_id=context_id).to_wire(), separators=(",", ":"))
+
+    def drop_unsent(self, context_id: str) -> bool:
+        """Cancel locally a live context for which no request was ever sent: the server never heard of it, so
+        there is nothing to send (a cancel would only earn a ``context_not_found``). True if it was dropped."""
+        ctx = self.contexts.get(context_id)
+        if ctx is None or ctx.sent or ctx.state.terminal:
+            return False
+        ctx.state = ContextState.CANCELLED
+        return True
 
     def forget(self, context_id: str) -> None:
         """Drop a terminal context's bookkeeping (late frames for it are then dropped as unknown)."""

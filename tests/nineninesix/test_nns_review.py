@@ -1,0 +1,261 @@
+"""Review of the Nineninesix provider layer: races in cancel, early exits, closes, timeouts and key leaks.
+
+Every test talks to the emulator over loopback. A few reach into the client's state (the connection's
+contexts, the turn's lock) to check that nothing is left behind, or to hold a race open deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
+from ttsbridge.errors import TTSConnectionError, TTSTimeoutError
+from ttsbridge.nineninesix import (
+    ContextState,
+    NineninesixClient,
+    NineninesixOptions,
+    NineninesixTurn,
+    NineninesixTurnProvider,
+    OutputFormat,
+)
+
+S1, S2, S3 = "Hello there.", "How can I help you today?", "Let me check that for you."
+WAIT = 5.0
+
+
+@pytest.fixture
+async def emu() -> AsyncIterator[Emulator]:
+    async with Emulator(EmulatorConfig(default_voice=TONE_VOICE_ID)) as e:
+        yield e
+
+
+def make_provider(emu: Emulator, **kw: Any) -> NineninesixTurnProvider:
+    opts = kw.pop("options", None) or NineninesixOptions(voice=TONE_VOICE_ID)
+    return NineninesixTurnProvider(emu.api_key, base_url=emu.base_url, options=opts, **kw)
+
+
+async def collect(it: Any, timeout: float = WAIT) -> bytes:
+    async def run() -> bytes:
+        out = bytearray()
+        async for pcm in it:
+            out += pcm
+        return bytes(out)
+
+    return await asyncio.wait_for(run(), timeout)
+
+
+async def poll(cond: Callable[[], bool], timeout: float = WAIT) -> None:
+    async def run() -> None:
+        while not cond():  # noqa: ASYNC110 - a bounded poll of client state that has no event
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(run(), timeout)
+
+
+def cancels_of(emu: Emulator) -> list[str]:
+    return [m["context_id"] for _, m in emu.stats.messages if m.get("cancel")]
+
+
+def transcripts_of(emu: Emulator, context_id: str) -> list[str]:
+    return [
+        m["transcript"]
+        for _, m in emu.stats.messages
+        if m.get("context_id") == context_id and "transcript" in m
+    ]
+
+
+def live_tasks() -> list[asyncio.Task[Any]]:
+    out = []
+    for task in asyncio.all_tasks():
+        if task.done() or task is asyncio.current_task():
+            continue
+        name = task.get_name()
+        code = getattr(task.get_coro(), "cr_code", None)
+        if name.startswith("nineninesix-") or (code is not None and "/websockets/" in code.co_filename):
+            out.append(task)
+    return out
+
+
+async def no_client_tasks_left() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)  # let already-cancelled tasks unwind
+    assert live_tasks() == []
+
+
+# --- cancel races ------------------------------------------------------------------------------------------
+
+
+async def test_two_concurrent_cancels_both_wait_for_the_ack_and_leave_nothing_behind(emu: Emulator) -> None:
+    emu.config.realtime_factor = 2.0  # paced: the context is mid-audio when cancelled
+    client = NineninesixClient(emu.api_key, base_url=emu.base_url)
+    try:
+        ctx = await client.open_context(OutputFormat(sample_rate=16000), voice=TONE_VOICE_ID)
+        await ctx.send(S2)
+        await ctx.end()
+        it = ctx.__aiter__()
+        await asyncio.wait_for(it.__anext__(), WAIT)
+        states: list[ContextState] = []
+
+        async def cancel() -> None:
+            await ctx.cancel()
+            states.append(ctx.state)
+
+        await asyncio.wait_for(asyncio.gather(cancel(), cancel()), WAIT)
+        # both returned once the server confirmed the cancel
+        assert states == [ContextState.CANCELLED, ContextState.CANCELLED]
+        assert [c async for c in it] == []
+        assert cancels_of(emu) == [ctx.id]  # exactly one cancel on the wire
+        conn = client.connection_for(OutputFormat(sample_rate=16000))
+        assert conn is not None and not conn.contexts and not conn.protocol.contexts
+    finally:
+        await client.aclose()
+
+
+async def test_cancel_before_any_text_does_not_wait_for_the_timeout(emu: Emulator) -> None:
+    # cancel_timeout far above the bound: only a prompt answer (or none needed) passes
+    provider = make_provider(emu, cancel_timeout=30.0)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await asyncio.wait_for(turn.cancel(), 2.0)
+        assert turn.done
+        assert await collect(turn, 1.0) == b""
+        ctx = turn.context
+        assert ctx is not None
+        conn = provider.client.connection_for(OutputFormat(sample_rate=16000))
+        assert conn is not None and not conn.contexts and ctx.id not in conn.protocol.contexts
+        # the socket is fine for the next turn
+        turn2 = await provider.open_turn(sample_rate=16000)
+        await turn2.send(S1)
+        await turn2.end()
+        assert await collect(turn2)
+        assert emu.stats.ws_connections == 1
+    finally:
+        await provider.aclose()
+
+
+# --- early exit ---------------------------------------------------------------------------------------------
+
+
+async def test_breaking_out_of_a_context_iterator_cancels_it(emu: Emulator) -> None:
+    emu.config.realtime_factor = 2.0
+    client = NineninesixClient(emu.api_key, base_url=emu.base_url)
+    try:
+        ctx = await client.open_context(OutputFormat(sample_rate=16000), voice=TONE_VOICE_ID)
+        await ctx.send(S2)
+        async for _ in ctx:
+            break
+        await emu.wait_until(lambda: emu.stats.contexts_cancelled == 1, WAIT)
+        await poll(lambda: ctx.done)
+        conn = client.connection_for(OutputFormat(sample_rate=16000))
+        assert conn is not None
+        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+    finally:
+        await client.aclose()
+    await no_client_tasks_left()
+
+
+# --- timeouts ----------------------------------------------------------------------------------------------
+
+
+async def test_text_sent_late_in_a_wait_gets_the_full_receive_timeout(emu: Emulator) -> None:
+    # The server answers 0.5 s after the text; the text comes 0.7 s into the consumer's wait (a slow LLM).
+    # The receive timeout (1 s) counts from the text, so nothing is late: audio arrives 1.2 s into the wait.
+    emu.config.first_chunk_latency_s = 0.5
+    provider = make_provider(emu, receive_timeout=1.0)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        consumer = asyncio.ensure_future(collect(turn, WAIT))
+        await asyncio.sleep(0.7)  # the LLM is slow: this is the scenario, not a synchronisation
+        await turn.send(S1)
+        await turn.end()
+        assert await consumer
+    finally:
+        await provider.aclose()
+
+
+async def test_a_stalled_context_that_times_out_is_cancelled_on_the_server(emu: Emulator) -> None:
+    provider = make_provider(emu, receive_timeout=0.3)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send("[[stall]] " + S1)
+        await turn.end()
+        with pytest.raises(TTSTimeoutError):
+            await collect(turn)
+        assert cancels_of(emu) == [turn.id]
+        conn = provider.client.connection_for(OutputFormat(sample_rate=16000))
+        assert conn is not None
+        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+    finally:
+        await provider.aclose()
+
+
+# --- close -------------------------------------------------------------------------------------------------
+
+
+async def test_aclose_fails_every_open_turn_promptly(emu: Emulator) -> None:
+    emu.config.realtime_factor = 1.0
+    provider = make_provider(emu)
+    turns: list[NineninesixTurn] = []
+    for text in (S1, S2):
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send(text)
+        turns.append(turn)
+    await turns[1].end()
+    consumers = [asyncio.ensure_future(collect(t, WAIT)) for t in turns]
+    await poll(lambda: emu.stats.chunks_sent > 0)
+    await asyncio.wait_for(provider.aclose(), 2.0)
+    for c in consumers:
+        with pytest.raises(TTSConnectionError):
+            await asyncio.wait_for(c, 1.0)
+    await no_client_tasks_left()
+
+
+# --- keys --------------------------------------------------------------------------------------------------
+
+
+async def test_error_frame_echoing_the_key_is_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    from ttsbridge.nineninesix.models import ErrorMessage
+    from ttsbridge.nineninesix.protocol import api_error
+
+    key = "sk_996_echoed_secret_0123456789"
+    msg = ErrorMessage(
+        error_code="not_initialized",
+        status_code=503,
+        title=f"upstream said wss://x/tts/websocket?api_key={key}",
+        message=f"bad key {key}",
+    )
+    err = api_error(msg)
+    assert key not in str(err) and key not in repr(err)
+
+
+async def test_key_never_logged_at_debug_by_any_library(
+    emu: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    key = emu.api_key
+    provider = make_provider(emu, receive_timeout=0.3)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send("[[stall]] " + S1)
+        await turn.end()
+        with pytest.raises(TTSTimeoutError) as info:
+            await collect(turn)
+        assert key not in str(info.value)
+        turn = await provider.open_turn(sample_rate=16000, voice="no-such-voice")
+        await turn.send(S1)
+        await turn.end()
+        with pytest.raises(Exception) as info2:
+            await collect(turn)
+        assert key not in str(info2.value) and key not in repr(info2.value)
+        assert key not in repr(provider) and key not in repr(turn) and key not in repr(provider.client)
+    finally:
+        await provider.aclose()
+    assert caplog.records
+    assert key not in caplog.text
+    for rec in caplog.records:
+        assert key not in rec.getMessage()
