@@ -38,7 +38,8 @@ class StrictOptions(BaseModel):
             raise invalid_option_from(exc, type(self)._allowed) from None
 
     def updated(self, **changes: Any) -> StrictOptions:
-        """A validated copy with ``changes`` applied (None values are ignored)."""
+        """A validated copy with ``changes`` applied. ``None`` is a value (e.g. ``voice=None`` = the server's
+        default voice): leave a field out to keep it."""
         data = self.model_dump()
-        data.update({k: v for k, v in changes.items() if v is not None})
+        data.update(changes)
         return type(self)(**data)

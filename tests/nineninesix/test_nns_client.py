@@ -10,7 +10,7 @@ import pytest
 
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault, tone_frequency
-from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSTimeoutError
+from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider, OutputFormat
 
 S1, S2, S3 = "Hello there.", "How can I help you today?", "Let me check that for you."
@@ -436,3 +436,14 @@ async def test_connection_refused_error_text_has_no_key(caplog: pytest.LogCaptur
     assert key not in str(info.value) and key not in repr(info.value)
     assert key not in caplog.text
     assert info.value.retryable
+
+
+async def test_http_needs_a_voice_and_says_so_before_sending(emu: Emulator) -> None:
+    provider = NineninesixTurnProvider(emu.api_key, base_url=emu.base_url)  # no voice
+    try:
+        with pytest.raises(TTSInvalidOptionError, match="voice"):
+            async for _ in provider.synthesize(S1, sample_rate=16000):
+                pass
+    finally:
+        await provider.aclose()
+    assert emu.stats.http_requests == 0

@@ -42,6 +42,8 @@ def test_updated_revalidates() -> None:
     assert o.updated(voice="b").voice == "b"  # type: ignore[attr-defined]
     with pytest.raises(TTSInvalidOptionError):
         o.updated(encoding="pcm_f32le")
+    assert o.updated(voice=None).voice is None  # type: ignore[attr-defined]  # back to the default voice
+    assert o.updated(language="en").voice == "a"  # type: ignore[attr-defined]  # untouched fields stay
 
 
 def test_urls_derived_from_one_base() -> None:

@@ -18,7 +18,13 @@ import aiohttp
 
 from ttsbridge._redact import mask_key, redact
 from ttsbridge.audio.g711 import decode_to_pcm16
-from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError, TTSTimeoutError
+from ttsbridge.errors import (
+    TTSAPIError,
+    TTSBridgeError,
+    TTSConnectionError,
+    TTSInvalidOptionError,
+    TTSTimeoutError,
+)
 from ttsbridge.nineninesix.client import derive_urls, resolve_api_key
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
@@ -84,10 +90,15 @@ class NineninesixHTTP:
         voice: str | None,
         language: str | None,
     ) -> dict[str, Any]:
+        if not voice:
+            # The HTTP endpoints require a voice (the WebSocket has a server default): say so before sending.
+            raise TTSInvalidOptionError(
+                "voice", voice, "a voice id: POST /tts/bytes and /tts/sse require one"
+            )
         req = GenerationRequest(
             transcript=transcript,
             model_id=model or MODELS[0],
-            voice=VoiceSpecifier(id=voice or "default"),
+            voice=VoiceSpecifier(id=voice),
             output_format=output_format,
             language=language,
         ).to_wire()
