@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault
 from ttsbridge.errors import TTSConnectionError, TTSTimeoutError
 from ttsbridge.nineninesix import (
     ContextState,
@@ -90,6 +90,60 @@ async def no_client_tasks_left() -> None:
 # --- cancel races ------------------------------------------------------------------------------------------
 
 
+async def test_cancel_during_concurrent_limit_backoff_ends_the_iterator_at_once(emu: Emulator) -> None:
+    emu.add_fault(Fault(trigger=S1, action="error", error_code="concurrent_limit", times=0))
+    # A long backoff: the turn sits in it when cancelled (2.5 s to 7.5 s, longer than any bound below).
+    provider = make_provider(emu, retry_backoff=5.0)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send(S1)
+        await turn.end()
+        it = turn.__aiter__()
+        nxt = asyncio.ensure_future(it.__anext__())
+        await poll(lambda: turn.retries == 1)
+        await asyncio.wait_for(turn.cancel(), 1.0)
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(nxt, 1.0)
+        assert turn.done
+        # no fresh context was opened for a cancelled turn
+        ids = {m.get("context_id") for _, m in emu.stats.messages}
+        assert len(ids) == 1
+    finally:
+        await provider.aclose()
+
+
+async def test_cancel_while_the_retry_opens_its_fresh_context_cancels_that_context(emu: Emulator) -> None:
+    emu.add_fault(Fault(trigger=S1, action="error", error_code="concurrent_limit", times=1))
+    provider = make_provider(emu, retry_backoff=0.01)
+    turn = await provider.open_turn(sample_rate=16000)
+    first_id = turn.id
+    client = provider.client
+    open_context = client.open_context
+    cancelled: list[bool] = []
+
+    async def open_context_racing_cancel(*args: Any, **kw: Any) -> Any:
+        # The barge-in lands while the retry is opening its fresh context (e.g. reconnecting).
+        await asyncio.wait_for(turn.cancel(), WAIT)
+        cancelled.append(True)
+        return await open_context(*args, **kw)
+
+    client.open_context = open_context_racing_cancel  # type: ignore[method-assign]
+    try:
+        await turn.send(S1)
+        await turn.end()
+        assert await collect(turn) == b""
+        assert cancelled == [True]
+        fresh = [cid for cid in {m.get("context_id") for _, m in emu.stats.messages} if cid != first_id]
+        # Either nothing of the turn was replayed on a fresh context, or that context was cancelled too.
+        for cid in fresh:
+            assert transcripts_of(emu, cid) == [] or cid in cancels_of(emu)
+        conn = client.connection_for(OutputFormat(sample_rate=16000))
+        assert conn is not None
+        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+    finally:
+        await provider.aclose()
+
+
 async def test_two_concurrent_cancels_both_wait_for_the_ack_and_leave_nothing_behind(emu: Emulator) -> None:
     emu.config.realtime_factor = 2.0  # paced: the context is mid-audio when cancelled
     client = NineninesixClient(emu.api_key, base_url=emu.base_url)
@@ -138,7 +192,69 @@ async def test_cancel_before_any_text_does_not_wait_for_the_timeout(emu: Emulato
         await provider.aclose()
 
 
+async def test_send_that_raced_a_cancel_does_not_raise(emu: Emulator) -> None:
+    provider = make_provider(emu)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send(S1)
+        # Another send holds the turn (e.g. writing to a busy socket); this one waits behind it.
+        await turn._lock.acquire()
+        racing = asyncio.ensure_future(turn.send(S2))
+        ending = asyncio.ensure_future(turn.end())
+        await asyncio.sleep(0)  # both are past their checks, waiting for the lock
+        await asyncio.wait_for(turn.cancel(), WAIT)
+        turn._lock.release()
+        # a send/end that was already under way when the turn was cancelled is dropped, not an error
+        await asyncio.wait_for(asyncio.gather(racing, ending), WAIT)
+        assert S2 not in transcripts_of(emu, turn.id)
+        assert await collect(turn, 1.0) == b""
+    finally:
+        await provider.aclose()
+
+
+async def test_cancel_after_the_connection_dropped_ends_the_iterator_quietly(emu: Emulator) -> None:
+    provider = make_provider(emu)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send(S1)  # not ended: waits for more text
+        ctx = turn.context
+        assert ctx is not None
+        await emu.drop_connections()
+        await poll(lambda: ctx.done)
+        await asyncio.wait_for(turn.cancel(), 1.0)
+        # the caller cancelled the turn: its iterator stops, without an error nobody asked for
+        assert await collect(turn, 1.0) == b""
+        assert turn.done
+    finally:
+        await provider.aclose()
+
+
 # --- early exit ---------------------------------------------------------------------------------------------
+
+
+async def test_breaking_out_of_the_iterator_cancels_the_context(emu: Emulator) -> None:
+    emu.config.realtime_factor = 2.0  # paced: the turn is mid-audio when the consumer leaves
+    provider = make_provider(emu)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send(S2 + " " + S3)  # not ended: without a cancel the context would stay open
+        async for _ in turn:
+            break
+        await emu.wait_until(lambda: emu.stats.contexts_cancelled == 1, WAIT)
+        assert cancels_of(emu) == [turn.id]
+        await poll(lambda: turn.done)
+        conn = provider.client.connection_for(OutputFormat(sample_rate=16000))
+        assert conn is not None
+        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+        emu.config.realtime_factor = 0.0
+        turn2 = await provider.open_turn(sample_rate=16000)
+        await turn2.send(S1)
+        await turn2.end()
+        assert await collect(turn2)
+        assert emu.stats.ws_connections == 1
+    finally:
+        await provider.aclose()
+    await no_client_tasks_left()
 
 
 async def test_breaking_out_of_a_context_iterator_cancels_it(emu: Emulator) -> None:
@@ -195,6 +311,22 @@ async def test_a_stalled_context_that_times_out_is_cancelled_on_the_server(emu: 
 
 
 # --- close -------------------------------------------------------------------------------------------------
+
+
+async def test_aclose_during_a_retry_backoff_fails_the_turn_at_once_and_opens_nothing(emu: Emulator) -> None:
+    emu.add_fault(Fault(trigger=S1, action="error", error_code="concurrent_limit", times=0))
+    provider = make_provider(emu, retry_backoff=5.0)
+    turn = await provider.open_turn(sample_rate=16000)
+    await turn.send(S1)
+    await turn.end()
+    consumer = asyncio.ensure_future(collect(turn, WAIT))
+    await poll(lambda: turn.retries == 1)
+    await asyncio.wait_for(provider.aclose(), 2.0)
+    with pytest.raises(TTSConnectionError):
+        await asyncio.wait_for(consumer, 1.0)
+    assert turn.done
+    assert emu.stats.ws_connections == 1
+    await no_client_tasks_left()
 
 
 async def test_aclose_fails_every_open_turn_promptly(emu: Emulator) -> None:

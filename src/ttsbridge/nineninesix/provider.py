@@ -9,15 +9,17 @@ audio was delivered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 
 from ttsbridge.audio.resample import StreamResampler
-from ttsbridge.errors import TTSAPIError, TTSBridgeError
+from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
@@ -48,6 +50,8 @@ class NineninesixTurn(Turn):
         self._done = False
         self._audio_started = False
         self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()  # cuts a retry backoff short (cancel, provider closed)
+        self._closed_error: TTSBridgeError | None = None
         self._chars = 0
         self.retries = 0
 
@@ -88,6 +92,8 @@ class NineninesixTurn(Turn):
         if not text.strip():
             return  # the server trims transcripts: an empty one is only useful as an end marker
         async with self._lock:
+            if self._cancelled:
+                return  # cancelled while this send waited for the lock: the text is not wanted any more
             self._texts.append(text)
             self._chars += len(text)
             await self._forward(lambda ctx: ctx.send(text))
@@ -96,6 +102,8 @@ class NineninesixTurn(Turn):
         if self._ended or self._done or self._cancelled:
             return
         async with self._lock:
+            if self._cancelled:
+                return
             self._ended = True
             await self._forward(lambda ctx: ctx.end())
 
@@ -117,47 +125,73 @@ class NineninesixTurn(Turn):
             and err.error_code == "concurrent_limit"
             and not self._audio_started
             and not self._cancelled
+            and self._closed_error is None
             and self.retries < self._provider.concurrent_limit_retries
         )
 
     async def cancel(self) -> None:
+        await self._cancel(wait=True)
+
+    async def _cancel(self, *, wait: bool) -> None:
         if self._cancelled or self._done:
             self._cancelled = True
             return
         self._cancelled = True
         self._done = True
+        self._wake.set()
         self._resampler.reset()
         if self._ctx is not None:
-            await self._ctx.cancel()
+            await self._ctx.cancel(wait=wait)
+
+    def _abort(self, err: TTSBridgeError) -> None:
+        """The provider is closing: a turn waiting to retry fails with ``err`` at once."""
+        if self._closed_error is None:
+            self._closed_error = err
+        self._wake.set()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[bytes]:
-        while True:
-            ctx = self._ctx
-            assert ctx is not None
-            try:
-                async for pcm in ctx:
+        try:
+            while True:
+                ctx = self._ctx
+                assert ctx is not None
+                try:
+                    async with contextlib.aclosing(ctx.__aiter__()) as chunks:
+                        async for pcm in chunks:
+                            if self._cancelled:
+                                return
+                            out = self._resampler.process(pcm)
+                            if out:
+                                self._audio_started = True
+                                yield out
                     if self._cancelled:
                         return
-                    out = self._resampler.process(pcm)
-                    if out:
+                    tail = self._resampler.flush()
+                    self._done = True
+                    if tail:
                         self._audio_started = True
-                        yield out
-                if self._cancelled:
+                        yield tail
                     return
-                tail = self._resampler.flush()
-                self._done = True
-                if tail:
-                    self._audio_started = True
-                    yield tail
-                return
-            except TTSBridgeError as exc:
-                if not self._retry_possible(exc):
+                except TTSBridgeError as exc:
+                    if self._cancelled:
+                        return  # the caller cancelled the turn: whatever failed, it wants no more of it
+                    if not self._retry_possible(exc):
+                        self._done = True
+                        raise
+                    failure = exc
+                try:
+                    await self._retry(failure)
+                except TTSBridgeError:
                     self._done = True
                     raise
-                await self._retry(exc)
+                if self._cancelled:
+                    return
+        finally:
+            if not self._done and not self._cancelled:
+                # The consumer left early (break, or its task was cancelled): nobody will read this turn.
+                await self._cancel(wait=False)
 
     async def _retry(self, exc: TTSBridgeError) -> None:
         self.retries += 1
@@ -170,13 +204,19 @@ class NineninesixTurn(Turn):
             self.retries,
             self._provider.concurrent_limit_retries,
         )
-        await asyncio.sleep(delay)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)  # cut short by cancel() or aclose()
         async with self._lock:
             if self._cancelled:
                 return
+            if self._closed_error is not None:
+                raise self._closed_error
             self._resampler.reset()
             await self._open()
             assert self._ctx is not None
+            if self._cancelled:  # cancelled while the fresh context was being opened: it is not wanted
+                await self._ctx.cancel()
+                return
             for text in self._texts:
                 await self._ctx.send(text)
             if self._ended:
@@ -213,6 +253,7 @@ class NineninesixTurnProvider(TurnProvider):
         self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
         self.concurrent_limit_retries = concurrent_limit_retries
         self.retry_backoff = retry_backoff
+        self._turns: weakref.WeakSet[NineninesixTurn] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"NineninesixTurnProvider({self.client!r}, options={self.options!r})"
@@ -225,6 +266,7 @@ class NineninesixTurnProvider(TurnProvider):
         fmt = opts.output_format(sample_rate)
         turn = NineninesixTurn(self, opts, fmt, sample_rate)
         await turn._open()
+        self._turns.add(turn)
         return turn
 
     def update_options(self, **options: Any) -> None:
@@ -254,5 +296,9 @@ class NineninesixTurnProvider(TurnProvider):
             yield tail
 
     async def aclose(self) -> None:
+        err = TTSConnectionError("nineninesix: the provider was closed")
+        for turn in list(self._turns):
+            if not turn.done:
+                turn._abort(err)  # a turn waiting to retry must not reconnect after this
         await self.client.aclose()
         await self.http.aclose()
