@@ -177,15 +177,28 @@ async def _demo(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    result = await run_demo(
+    if not args.verbose:
+        from loguru import logger as loguru_logger
+
+        loguru_logger.remove()  # Pipecat logs every frame at DEBUG; keep the terminal for the result
+        loguru_logger.add(sys.stderr, level="WARNING")
+    stats = await run_demo(
         text=" ".join(args.text) if args.text else None,
         out_path=args.out,
         base_url=args.base_url,
         api_key=args.api_key,
         voice=args.voice,
+        provider=args.provider,
+        sample_rate=args.sample_rate,
     )
-    print(result if isinstance(result, str) else "\n".join(f"{k}: {v}" for k, v in dict(result).items()))
-    return 0
+    print(f"wrote {stats.out_path}: {stats.audio_seconds:.2f} s of audio at {stats.sample_rate} Hz")
+    if stats.first_audio_s is not None:
+        print(f"time to first audio (first LLM token -> first audio frame): {1000 * stats.first_audio_s:.0f} ms")
+    print(f"endpoint: {stats.endpoint}; voice: {stats.voice or 'default'}")
+    print(f"transcript (word frames, as heard): {stats.transcript}")
+    for err in stats.errors:
+        print(f"error: {err}", file=sys.stderr)
+    return 0 if stats.ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -252,6 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--api-key")
     demo.add_argument("--base-url")
     demo.add_argument("--voice")
+    demo.add_argument("--provider", choices=("nineninesix", "kitta"), default="nineninesix")
+    demo.add_argument("--sample-rate", type=int, default=24000, help="pipeline output rate (default: 24000)")
+    demo.add_argument("--verbose", "-v", action="store_true", help="show Pipecat's debug log")
     demo.set_defaults(func=_demo)
     return p
 
