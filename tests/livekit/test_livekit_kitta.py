@@ -230,3 +230,29 @@ async def test_the_key_never_reaches_a_url_a_log_or_an_exception(caplog: pytest.
     assert "invalid_request" in blob
     for key in (good, wrong):
         assert key not in blob
+
+
+@pytest.mark.parametrize("code", [1012, 1013])
+async def test_close_1012_1013_before_audio_is_retried(emu: Emulator, code: int) -> None:
+    t = make_kitta(emu, standby=False)
+    try:
+        events = await run_stream(t, f"{S1} [[kitta:close={code}:times=1]]", by_word=False)
+    finally:
+        await t.aclose()
+    pcm = pcm_of(events)
+    assert dominant_frequency(window(pcm, t.sample_rate, 0.1, 0.4), t.sample_rate) == pytest.approx(
+        tone_frequency(S1), rel=0.01
+    )
+    assert code in emu.stats.kitta_server_closes
+
+
+async def test_text_over_the_per_event_limit_is_split_and_spoken_whole(emu: Emulator) -> None:
+    # 2,300 characters with no sentence boundary: over Kitta's 2,000 per text event, which the server enforces.
+    long_text = " ".join(["word"] * 460)
+    t = make_kitta(emu, standby=False, sample_rate=8000)
+    try:
+        events = await run_stream(t, long_text, by_word=False)
+    finally:
+        await t.aclose()
+    assert "text_too_long" not in emu.stats.kitta_errors
+    assert duration_of(events) == pytest.approx(tone_len(long_text), rel=0.02)

@@ -239,3 +239,24 @@ async def test_bad_key_is_fatal_and_no_key_is_ever_logged(captured_logs: list[st
     texts = [*captured_logs, *urls, *(e.error for e in errors_of(up) + errors_of(up2))]
     assert captured_logs
     assert not [t for t in texts if bad in t or good in t]
+
+
+@pytest.mark.parametrize("code", [1012, 1013])
+async def test_close_1012_1013_before_audio_is_retried(emu: Emulator, code: int) -> None:
+    tts = make_kitta(emu)
+    down, up = await run(tts, [TTSSpeakFrame(f"{S1} [[kitta:close={code}:times=1]]")])
+    assert not errors_of(up)
+    assert_tones(audio_of(down), tts.sample_rate, S1)
+    assert code in emu.stats.kitta_server_closes
+
+
+async def test_text_over_the_per_event_limit_is_split_and_spoken_whole(emu: Emulator) -> None:
+    # One "sentence" with no boundary the aggregator could cut at: 2,300 characters, over Kitta's 2,000 per
+    # text event. The provider splits it at word boundaries; the server (which enforces the limit) accepts it.
+    long_text = " ".join(["word"] * 460)
+    tts = make_kitta(emu)
+    down, up = await run(tts, [TTSSpeakFrame(long_text)], rate=8000)
+    assert not errors_of(up)
+    assert "text_too_long" not in emu.stats.kitta_errors
+    pcm = audio_of(down)
+    assert len(pcm) / 2 / 8000 == pytest.approx(tone_len(long_text), rel=0.02)
