@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.frames import Frame
 from websockets.typing import Subprotocol
 
 from ttsbridge._redact import mask_key, redact
@@ -73,8 +74,24 @@ _END: Final = object()
 _SECRETS: set[str] = set()
 
 
+def _holds_secret(data: bytes | bytearray | memoryview) -> bool:
+    raw = bytes(data)
+    return any(secret.encode() in raw for secret in _SECRETS)
+
+
 class _RedactFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(a, Frame) and _holds_secret(a.data) for a in record.args
+        ):
+            # websockets logs frames at DEBUG with their payload shown as hex: the in-band auth frame would
+            # put the key's bytes in the log, where a text mask cannot see them. Show the frame's size only.
+            record.args = tuple(
+                f"{a.opcode.name} *** [{len(a.data)} bytes, credential masked]"
+                if isinstance(a, Frame) and _holds_secret(a.data)
+                else a
+                for a in record.args
+            )
         try:
             text = record.getMessage()
         except Exception:  # a broken format string is not ours to fix
@@ -186,6 +203,8 @@ class KittaSession:
         self.error: TTSBridgeError | None = None
         self.ws: ClientConnection | None = None
         self.created_at = time.monotonic()
+        #: When the server last sent something (or the session was created): silence is measured from here.
+        self.last_event_at = self.created_at
         self._send_lock = asyncio.Lock()
         self._closing = False
         client._sessions.add(self)
@@ -229,6 +248,7 @@ class KittaSession:
                 async for message in ws:
                     if isinstance(message, str):
                         raise KittaProtocolError("kitta: the server sent a text frame (MessagePack expected)")
+                    self.last_event_at = time.monotonic()
                     events = self.proto.receive(message)
                     if events:
                         for event in events:
@@ -344,7 +364,8 @@ class KittaGeneration:
         self.audio_bytes = 0
         self._backlog: list[tuple[str, str]] = []
         self._cancelled = False
-        self._cancel_event = asyncio.Event()
+        self._wake = asyncio.Event()  # cuts a retry backoff short: cancel() or the client's aclose()
+        self._last_sent = 0.0
         #: Set once the first audio is yielded, or the generation finished, failed or was cancelled.
         self.first_audio_or_done = asyncio.Event()
         self._finished = False
@@ -436,6 +457,7 @@ class KittaGeneration:
         await self._pump()
 
     async def _pump(self) -> None:
+        self._last_sent = time.monotonic()
         if self._session.proto is self._proto:
             await self._session.pump()
 
@@ -445,7 +467,7 @@ class KittaGeneration:
         if self._cancelled or self._finished or self._error is not None:
             return
         self._cancelled = True
-        self._cancel_event.set()
+        self._wake.set()
         self.first_audio_or_done.set()
         session = self._session
         session.wakeup.set()
@@ -472,6 +494,18 @@ class KittaGeneration:
             return True
         return proto.stop_requested or any(s.status is not SegmentStatus.DONE for s in proto.segments)
 
+    def _silent_since(self, session: KittaSession) -> float:
+        return max(self._last_sent, session.last_event_at)
+
+    def _overdue(self, session: KittaSession, timeout: float) -> bool:
+        """The server owes us something and has been silent for ``timeout`` since it began to."""
+        return self._owes() and time.monotonic() - self._silent_since(session) >= timeout
+
+    def _wait_budget(self, session: KittaSession, timeout: float) -> float:
+        if not self._owes():
+            return timeout
+        return max(0.01, self._silent_since(session) + timeout - time.monotonic())
+
     # ----------------------------------------------------------------------------------------------- audio
 
     def __aiter__(self) -> AsyncIterator[KittaAudio]:
@@ -479,52 +513,61 @@ class KittaGeneration:
 
     async def _audio(self) -> AsyncIterator[KittaAudio]:
         timeout = self._client.event_timeout
-        while True:
-            if self._cancelled:
-                return
-            if self._error is not None:
-                raise self._error
-            session = self._session
-            if not session.inbox:
-                session.wakeup.clear()
-                if session.inbox or self._cancelled:
-                    continue
-                try:
-                    await asyncio.wait_for(session.wakeup.wait(), timeout)
-                except asyncio.TimeoutError:
-                    if self._owes() and not self._cancelled and self._session is session:
-                        err = TTSTimeoutError(
-                            f"kitta {self.request_id}: no server event for {timeout:g} s "
-                            f"(state {self._proto.state.value})"
-                        )
-                        await self._fail(err)
-                        raise err from None
-                continue
-            item = session.inbox.popleft()
-            if item is _END:
-                if self._cancelled or self._finished:
+        try:
+            while True:
+                if self._cancelled:
                     return
                 if self._error is not None:
                     raise self._error
-                err = session.error
-                if err is None:  # closed locally without finish
-                    return
-                await self._retry_or_fail(err)
-                continue
-            if isinstance(item, AudioEvent):
-                if self._cancelled:
-                    return
-                if item.audio:
-                    self.audio_bytes += len(item.audio)
+                session = self._session
+                if not session.inbox:
+                    session.wakeup.clear()
+                    if session.inbox or self._cancelled:
+                        continue
+                    try:
+                        await asyncio.wait_for(session.wakeup.wait(), self._wait_budget(session, timeout))
+                    except asyncio.TimeoutError:
+                        if (
+                            self._overdue(session, timeout)
+                            and not self._cancelled
+                            and self._session is session
+                        ):
+                            err = TTSTimeoutError(
+                                f"kitta {self.request_id}: no server event for {timeout:g} s "
+                                f"(state {self._proto.state.value})"
+                            )
+                            await self._fail(err)
+                            raise err from None
+                    continue
+                item = session.inbox.popleft()
+                if item is _END:
+                    if self._cancelled or self._finished:
+                        return
+                    if self._error is not None:
+                        raise self._error
+                    err = session.error
+                    if err is None:  # closed locally without finish
+                        return
+                    await self._retry_or_fail(err)
+                    continue
+                if isinstance(item, AudioEvent):
+                    if self._cancelled:
+                        return
+                    if item.audio:
+                        self.audio_bytes += len(item.audio)
+                        self.first_audio_or_done.set()
+                        yield KittaAudio(item.audio, self._proto.sample_rate or item.sample_rate or 0)
+                elif isinstance(item, FinishEvent):
+                    self.units += item.units
+                    self._finished = True
                     self.first_audio_or_done.set()
-                    yield KittaAudio(item.audio, self._proto.sample_rate or item.sample_rate or 0)
-            elif isinstance(item, FinishEvent):
-                self.units += item.units
-                self._finished = True
-                self.first_audio_or_done.set()
-                log.debug("kitta %s: finished, %d units", self.request_id, item.units)
-                await session.close(1000, "finished")
-                return
+                    log.debug("kitta %s: finished, %d units", self.request_id, item.units)
+                    await session.close(1000, "finished")
+                    return
+        finally:
+            if not self.done:
+                # The consumer left early (break, or its task was cancelled): nobody will read this audio.
+                await self.cancel()
 
     async def _retry_or_fail(self, err: TTSBridgeError) -> None:
         client = self._client
@@ -569,8 +612,8 @@ class KittaGeneration:
             replayed,
         )
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._cancel_event.wait(), delay)
-        if self._cancelled:
+            await asyncio.wait_for(self._wake.wait(), delay)
+        if self._cancelled or self._error is not None:  # cancelled, or the client was closed meanwhile
             return
         self.request_ids.append(new_id)
         self._session = KittaSession(client, new_proto)
@@ -804,6 +847,7 @@ class KittaClient:
             if not gen.done:
                 gen._error = TTSConnectionError("kitta: client closed", retryable=False)
                 gen.first_audio_or_done.set()
+                gen._wake.set()  # a generation waiting to retry fails now, and starts no session
                 gen._session.wakeup.set()
         sessions = list(self._sessions)
         if sessions:

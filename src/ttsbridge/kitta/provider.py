@@ -76,19 +76,21 @@ class KittaTurn(Turn):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         gen = self._gen
-        async for chunk in gen:
-            resampler = self._resampler
-            if resampler is None or resampler.in_rate != chunk.sample_rate:
-                if resampler is not None:  # a retry landed on a session with another rate
-                    tail = resampler.flush()
-                    if tail and not gen.cancelled:
-                        self._yielded = True
-                        yield tail
-                resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
-            pcm = resampler.process(chunk.pcm)
-            if pcm and not gen.cancelled:
-                self._yielded = True
-                yield pcm
+        # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
+        async with contextlib.aclosing(gen.__aiter__()) as chunks:
+            async for chunk in chunks:
+                resampler = self._resampler
+                if resampler is None or resampler.in_rate != chunk.sample_rate:
+                    if resampler is not None:  # a retry landed on a session with another rate
+                        tail = resampler.flush()
+                        if tail and not gen.cancelled:
+                            self._yielded = True
+                            yield tail
+                    resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
+                pcm = resampler.process(chunk.pcm)
+                if pcm and not gen.cancelled:
+                    self._yielded = True
+                    yield pcm
         if gen.finished and self._resampler is not None:
             tail = self._resampler.flush()
             if tail and not gen.cancelled:

@@ -1,0 +1,189 @@
+"""Review of the Kitta provider layer: timeouts, cancel races, early exits, closes and key leaks.
+
+Every test talks to the emulator over loopback; the package conftest fails a test that leaks client tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ttsbridge.emulator import Emulator
+from ttsbridge.errors import TTSConnectionError
+from ttsbridge.kitta import KittaClient, KittaTurn, KittaTurnProvider
+
+WAIT = 5.0
+MakeProvider = Callable[..., KittaTurnProvider]
+MakeClient = Callable[..., KittaClient]
+
+
+async def collect(turn: Any, timeout: float = WAIT) -> bytes:
+    async def run() -> bytes:
+        return b"".join([c async for c in turn])
+
+    return await asyncio.wait_for(run(), timeout)
+
+
+async def poll(cond: Callable[[], bool], timeout: float = WAIT) -> None:
+    async def run() -> None:
+        while not cond():  # noqa: ASYNC110 - a bounded poll of client state that has no event
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(run(), timeout)
+
+
+# --- timeouts ----------------------------------------------------------------------------------------------
+
+
+async def test_text_sent_late_in_a_wait_gets_the_full_event_timeout(
+    kemu: Emulator, make_provider: MakeProvider
+) -> None:
+    # The server answers 0.5 s after a flush; the text comes 0.7 s into the consumer's wait (a slow LLM).
+    # event_timeout (1 s) counts from the text, so nothing is late: audio arrives 1.2 s into the wait.
+    kemu.config.kitta.first_chunk_latency_s = 0.5
+    provider = make_provider(standby=False, event_timeout=1.0)
+    turn = await provider.open_turn(sample_rate=24000)
+    consumer = asyncio.ensure_future(collect(turn))
+    await asyncio.wait_for(turn.generation.session.ready.wait(), WAIT)
+    await asyncio.sleep(0.7)  # the LLM is slow: this is the scenario, not a synchronisation
+    await turn.send("Late but fine. ")
+    await turn.end()
+    assert await consumer
+
+
+# --- cancel races ------------------------------------------------------------------------------------------
+
+
+async def test_aclose_during_a_retry_backoff_fails_the_turn_at_once(
+    kemu: Emulator, make_provider: MakeProvider
+) -> None:
+    kemu.config.kitta.session_faults = ["error=internal_error:retryable"]
+    # a backoff of 5-10 s: the turn sits in it when the provider is closed
+    provider = make_provider(standby=False, backoff_initial=10.0, backoff_max=10.0)
+    turn = await provider.open_turn(sample_rate=24000)
+    await turn.send("Try again later. ")
+    await turn.end()
+    consumer = asyncio.ensure_future(collect(turn))
+    await poll(lambda: turn.generation.retries == 1)
+    await asyncio.wait_for(provider.aclose(), 2.0)
+    with pytest.raises(TTSConnectionError):
+        await asyncio.wait_for(consumer, 1.0)
+    assert turn.done
+    assert kemu.stats.kitta_sessions == 1  # no session was started after the close
+
+
+async def test_cancel_during_a_retry_backoff_ends_the_iterator_at_once(
+    kemu: Emulator, make_provider: MakeProvider
+) -> None:
+    kemu.config.kitta.session_faults = ["error=internal_error:retryable"]
+    provider = make_provider(standby=False, backoff_initial=10.0, backoff_max=10.0)
+    turn = await provider.open_turn(sample_rate=24000)
+    await turn.send("Try again later. ")
+    await turn.end()
+    consumer = asyncio.ensure_future(collect(turn))
+    await poll(lambda: turn.generation.retries == 1)
+    await asyncio.wait_for(turn.cancel(), 1.0)
+    assert await asyncio.wait_for(consumer, 1.0) == b""
+    assert turn.done and kemu.stats.kitta_sessions == 1
+
+
+async def test_concurrent_cancels_and_a_racing_send_are_quiet(
+    kemu: Emulator, make_provider: MakeProvider
+) -> None:
+    kemu.config.kitta.realtime_factor = 2.0
+    provider = make_provider(standby=False)
+    turn = await provider.open_turn(sample_rate=24000)
+    await turn.send("A sentence long enough to still be speaking when it is cut short. ")
+    it = turn.__aiter__()
+    await asyncio.wait_for(it.__anext__(), WAIT)
+    await asyncio.wait_for(
+        asyncio.gather(turn.cancel(), turn.send("More. "), turn.cancel(), turn.end()), WAIT
+    )
+    assert [c async for c in it] == []
+    assert turn.done
+    await kemu.wait_until(lambda: kemu.stats.kitta_client_closes == 1, timeout=WAIT)
+    assert "More." not in kemu.stats.kitta_segment_texts
+
+
+async def test_cancel_before_the_session_is_ready(kemu: Emulator, make_provider: MakeProvider) -> None:
+    kemu.config.kitta.handshake_delay_s = 2.0  # still handshaking when cancelled
+    provider = make_provider(standby=False)
+    turn = await provider.open_turn(sample_rate=24000)
+    await turn.send("Never sent. ")
+    await asyncio.wait_for(turn.cancel(), 1.5)
+    assert await collect(turn, 1.0) == b""
+    assert turn.done
+    assert not provider.client._sessions
+
+
+# --- early exit ---------------------------------------------------------------------------------------------
+
+
+async def test_breaking_out_of_the_iterator_closes_the_session(
+    kemu: Emulator, make_provider: MakeProvider
+) -> None:
+    kemu.config.kitta.realtime_factor = 2.0  # paced: the turn is mid-audio when the consumer leaves
+    provider = make_provider(standby=False)
+    turn = await provider.open_turn(sample_rate=24000)
+    await turn.send("A sentence long enough to still be speaking when the consumer leaves. ")  # not ended
+    async for _ in turn:
+        break
+    await kemu.wait_until(lambda: kemu.stats.kitta_client_closes == 1, timeout=WAIT)
+    await poll(lambda: turn.done and not provider.client._sessions)
+    kemu.config.kitta.realtime_factor = 0.0
+    turn2 = await provider.open_turn(sample_rate=24000)
+    await turn2.send("Next. ")
+    await turn2.end()
+    assert await collect(turn2)
+
+
+# --- close -------------------------------------------------------------------------------------------------
+
+
+async def test_aclose_closes_the_standby_and_every_session(
+    kemu: Emulator, make_provider: MakeProvider
+) -> None:
+    kemu.config.kitta.realtime_factor = 1.0
+    provider = make_provider()
+    await provider.prewarm()
+    turn = await provider.open_turn(sample_rate=24000)
+    assert turn.from_standby
+    await turn.send("Speaking while the provider closes. ")
+    consumer = asyncio.ensure_future(collect(turn))
+    await poll(lambda: turn.audio_started)
+    await poll(lambda: provider.standby_session is not None)  # the replacement is on its way
+    await asyncio.wait_for(provider.aclose(), 3.0)
+    with pytest.raises(TTSConnectionError):
+        await asyncio.wait_for(consumer, 1.0)
+    assert not provider.client._sessions
+    await kemu.wait_until(
+        lambda: kemu.stats.kitta_client_closes + kemu.stats.kitta_finished == kemu.stats.kitta_sessions,
+        timeout=WAIT,
+    )
+
+
+# --- keys --------------------------------------------------------------------------------------------------
+
+
+async def test_frame_auth_key_not_in_debug_frame_logs(
+    kemu: Emulator, make_provider: MakeProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    secret = "Zq8vXw3Lp0Rt7Yk2Mn4b"
+    provider = make_provider(api_key="kitta_" + secret, auth="frame", standby=False)
+    turn: KittaTurn = await provider.open_turn(sample_rate=24000)
+    await turn.send("Frame auth. ")
+    await turn.end()
+    assert await collect(turn)
+    await provider.aclose()
+    assert "> BINARY" in caplog.text, "the websockets frame log was not captured"
+    raw = secret.encode()
+    # neither the key nor any 4-byte piece of it, in text or in websockets' hex dump of binary frames
+    for i in range(len(raw) - 3):
+        piece = raw[i : i + 4]
+        assert piece.decode() not in caplog.text
+        assert piece.hex(" ") not in caplog.text
