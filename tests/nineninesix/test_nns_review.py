@@ -391,3 +391,29 @@ async def test_key_never_logged_at_debug_by_any_library(
     assert key not in caplog.text
     for rec in caplog.records:
         assert key not in rec.getMessage()
+
+
+# --- HTTP --------------------------------------------------------------------------------------------------
+
+
+async def test_sse_stream_cut_mid_way_is_a_typed_connection_error(emu: Emulator) -> None:
+    provider = make_provider(emu)
+    try:
+        with pytest.raises(TTSConnectionError) as info:
+            async for _ in provider.synthesize("[[drop:2]] " + S2, sample_rate=16000):
+                pass
+        assert emu.api_key not in str(info.value)
+        with pytest.raises(TTSConnectionError):
+            await provider.http.tts_bytes("[[drop:2]] " + S2, voice=TONE_VOICE_ID)
+    finally:
+        await provider.aclose()
+
+
+async def test_sse_stream_that_stalls_is_a_typed_timeout(emu: Emulator) -> None:
+    provider = make_provider(emu)
+    provider.http.timeout = 0.3
+    try:
+        with pytest.raises(TTSTimeoutError):
+            await asyncio.wait_for(collect(provider.synthesize("[[stall]] " + S1, sample_rate=16000)), WAIT)
+    finally:
+        await provider.aclose()

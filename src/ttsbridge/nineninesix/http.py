@@ -231,17 +231,15 @@ class _Request:
                     ),
                     **self.kw,
                 )
-            except asyncio.TimeoutError:
-                raise TTSTimeoutError(f"nineninesix: {self.method} {self.path} timed out") from None
-            except aiohttp.ClientError as exc:
-                raise TTSConnectionError(
-                    f"nineninesix: {self.method} {self.path} failed: {redact(exc, (http._api_key,))}"
-                ) from None
+            except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+                raise self._transport_error(exc) from None
             if resp.status < 300:
                 self.resp = resp
                 return resp
             try:
                 raw = await resp.read()
+            except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
+                raise self._transport_error(exc) from None
             finally:
                 resp.release()
             try:
@@ -262,9 +260,19 @@ class _Request:
             raise err
         raise AssertionError("unreachable")
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if self.resp is not None:
             self.resp.release()
+        if isinstance(exc, (asyncio.TimeoutError, aiohttp.ClientError)):
+            # reading the body failed (stream cut, read timeout): a typed error, like the request itself
+            raise self._transport_error(exc) from None
+
+    def _transport_error(self, exc: BaseException) -> TTSBridgeError:
+        if isinstance(exc, asyncio.TimeoutError):  # aiohttp's read timeouts are TimeoutErrors too
+            return TTSTimeoutError(f"nineninesix: {self.method} {self.path} timed out")
+        return TTSConnectionError(
+            f"nineninesix: {self.method} {self.path} failed: {redact(exc, (self.http._api_key,))}"
+        )
 
 
 def _retry_after(value: str | None) -> float | None:
