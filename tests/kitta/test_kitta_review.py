@@ -187,3 +187,38 @@ async def test_frame_auth_key_not_in_debug_frame_logs(
         piece = raw[i : i + 4]
         assert piece.decode() not in caplog.text
         assert piece.hex(" ") not in caplog.text
+
+
+def test_server_text_echoing_the_key_is_masked(tone_options: Any) -> None:
+    """A server may quote the key it was given; a Kitta key has no pattern a generic mask would know."""
+    import json
+
+    import msgpack
+    from websockets.datastructures import Headers
+    from websockets.exceptions import InvalidStatus
+    from websockets.http11 import Response
+
+    from ttsbridge.kitta.client import _handshake_error
+    from ttsbridge.kitta.protocol import KittaProtocol
+
+    key = "kitta_EchoedSecret0123456789"
+    body = json.dumps({"error": "unauthorized", "message": f"unknown key {key}"}).encode()
+    err = _handshake_error(InvalidStatus(Response(401, "Unauthorized", Headers(), body)), key)
+    assert err.status_code == 401 and err.error_code == "unauthorized"
+    assert key not in str(err) and key not in repr(err)
+
+    proto = KittaProtocol(request_id="r1", request=tone_options.start_request(), secrets=(key,))
+    event = {"event": "error", "code": "unauthorized", "message": f"bad token {key}", "retryable": False}
+    proto.receive(msgpack.packb(event))
+    assert proto.error is not None and key not in str(proto.error)
+
+    proto = KittaProtocol(request_id="r2", request=tone_options.start_request(), secrets=(key,))
+    closed = proto.connection_lost(1008, f"policy: {key}")
+    assert closed is not None and key not in str(closed)
+
+
+async def test_the_client_masks_its_key_in_server_texts(make_client: MakeClient, kitta_key: str) -> None:
+    client = make_client()
+    proto = client._new_protocol("r3", client._options(None))
+    assert proto.secrets == (kitta_key,)
+    assert kitta_key not in repr(proto)

@@ -154,7 +154,7 @@ def retry_request_id(base: str, attempt: int) -> str:
     return base[: 128 - len(suffix)] + suffix
 
 
-def _handshake_error(exc: InvalidStatus) -> TTSAPIError:
+def _handshake_error(exc: InvalidStatus, api_key: str) -> TTSAPIError:
     response = exc.response
     status = response.status_code
     code = _HTTP_CODES.get(status, "server_error" if status >= 500 else f"http_{status}")
@@ -174,9 +174,9 @@ def _handshake_error(exc: InvalidStatus) -> TTSAPIError:
         with contextlib.suppress(ValueError):
             retry_after = max(0.0, float(raw))
     return TTSAPIError(
-        message,
+        redact(message, (api_key,)),  # the body is the server's text: it may echo the key it was given
         provider="kitta",
-        error_code=code,
+        error_code=redact(code, (api_key,)),
         status_code=status,
         retryable=status in _RETRYABLE_HTTP,
         closes_connection=True,
@@ -719,6 +719,7 @@ class KittaClient:
             auth=self.auth,
             token=self._api_key if self.auth == "frame" else None,
             limits=self.limits,
+            secrets=(self._api_key,),
         )
 
     def _backoff(self, attempt: int, err: TTSBridgeError) -> float:
@@ -752,7 +753,7 @@ class KittaClient:
                 **extra,
             )
         except InvalidStatus as exc:
-            raise _handshake_error(exc) from None
+            raise _handshake_error(exc, self._api_key) from None
         except InvalidURI as exc:
             raise TTSInvalidOptionError(
                 "base_url", self.url, "a valid WebSocket URL", hint=str(exc)

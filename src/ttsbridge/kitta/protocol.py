@@ -21,6 +21,7 @@ from typing import Any, Final
 import msgpack
 from pydantic import TypeAdapter, ValidationError
 
+from ttsbridge._redact import redact
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.kitta.models import (
     AudioEvent,
@@ -154,20 +155,27 @@ def decode(data: bytes | bytearray | memoryview) -> ServerEvent | None:
         ) from None
 
 
-def error_from_event(event: ErrorEvent, request_id: str | None = None) -> TTSAPIError:
-    """Map a server ``error`` event to :class:`TTSAPIError` (the server closes the socket after it)."""
+def error_from_event(
+    event: ErrorEvent, request_id: str | None = None, secrets: tuple[str, ...] = ()
+) -> TTSAPIError:
+    """Map a server ``error`` event to :class:`TTSAPIError` (the server closes the socket after it).
+
+    ``secrets`` are masked in the server's text (a server may echo the key it was given)."""
     return TTSAPIError(
-        event.message or event.code,
+        redact(event.message or event.code, secrets),
         provider="kitta",
-        error_code=event.code,
+        error_code=redact(event.code, secrets),
         retryable=event.retryable,
         closes_connection=True,
         request_id=event.request_id or request_id,
     )
 
 
-def error_from_close(code: int | None, reason: str = "") -> KittaConnectionClosed:
+def error_from_close(
+    code: int | None, reason: str = "", secrets: tuple[str, ...] = ()
+) -> KittaConnectionClosed:
     retryable = code in RETRYABLE_CLOSE_CODES
+    reason = redact(reason, secrets) if reason else reason
     text = f"kitta: connection closed before finish (code {code}{', ' + reason if reason else ''})"
     return KittaConnectionClosed(text, close_code=code, retryable=retryable)
 
@@ -245,6 +253,8 @@ class KittaProtocol:
     auth: str = "header"  # "header" (Authorization on the handshake) or "frame" (in-band auth event)
     token: str | None = field(default=None, repr=False)
     limits: KittaLimits = field(default_factory=KittaLimits)
+    #: Masked in error texts built from server text (the key, whatever the auth mode).
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     state: State = field(default=State.CONNECTING, init=False)
     error: TTSBridgeError | None = field(default=None, init=False)
@@ -444,7 +454,7 @@ class KittaProtocol:
     def _handle(self, event: Any) -> list[ServerEvent]:
         if isinstance(event, ErrorEvent):
             released = self._drain_held()
-            self._fail(error_from_event(event, self.request_id))
+            self._fail(error_from_event(event, self.request_id, self._secrets()))
             return [*released, event]
         if isinstance(event, AuthenticatedEvent):
             if self.state is not State.CONNECTING:
@@ -486,6 +496,9 @@ class KittaProtocol:
             self.state = State.FINISHED
             return [*released, event]
         return []  # pragma: no cover - every known event is handled above
+
+    def _secrets(self) -> tuple[str, ...]:
+        return (*self.secrets, self.token) if self.token else self.secrets
 
     def _check_layout(self) -> None:
         if self.channels not in (None, 1) or self.bit_depth not in (None, 16):
@@ -553,7 +566,7 @@ class KittaProtocol:
         if self.state in (State.FINISHED, State.CLOSED):
             return None
         if self.state is not State.FAILED:
-            self._fail(error_from_close(code, reason))
+            self._fail(error_from_close(code, reason, self._secrets()))
         return self.error
 
     # --------------------------------------------------------------------------------------------- retries
