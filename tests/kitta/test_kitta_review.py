@@ -222,3 +222,16 @@ async def test_the_client_masks_its_key_in_server_texts(make_client: MakeClient,
     proto = client._new_protocol("r3", client._options(None))
     assert proto.secrets == (kitta_key,)
     assert kitta_key not in repr(proto)
+
+
+async def test_a_session_closed_before_it_started_ends_at_once(make_client: MakeClient) -> None:
+    client = make_client(connect_timeout=10.0, event_timeout=10.0)
+    session = client.session()
+    await asyncio.wait_for(session.close(), 2.0)  # its task has not run yet
+    assert session.ended and session not in client._sessions
+    with pytest.raises(TTSConnectionError):
+        await asyncio.wait_for(session.wait_ready(10.0), 1.0)  # at once, not after its 10 s timeout
+    gen = client.generation()
+    await gen.session.close()
+    assert await asyncio.wait_for(collect(gen), 1.0) == b""
+    assert not client._sessions

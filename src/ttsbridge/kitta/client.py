@@ -273,19 +273,25 @@ class KittaSession:
                 with contextlib.suppress(Exception):
                     await ws.close(1011, "client error")
         finally:
-            code: int | None = None
-            reason = ""
-            if self.ws is not None:
-                code = self.ws.close_code
-                reason = self.ws.close_reason or ""
-            self.error = self.proto.connection_lost(code, reason)
-            if self.error is not None:
-                log.debug("kitta %s: session ended: %s", self.request_id, self.error)
-            self.ended = True
-            self.ready.set()
-            self.inbox.append(_END)
-            self.wakeup.set()
-            self.client._sessions.discard(self)
+            self._mark_ended()
+
+    def _mark_ended(self) -> None:
+        """The session is over: record why, wake every waiter (ready, inbox) and leave the client's set."""
+        if self.ended:
+            return
+        code: int | None = None
+        reason = ""
+        if self.ws is not None:
+            code = self.ws.close_code
+            reason = self.ws.close_reason or ""
+        self.error = self.proto.connection_lost(code, reason)
+        if self.error is not None:
+            log.debug("kitta %s: session ended: %s", self.request_id, self.error)
+        self.ended = True
+        self.ready.set()
+        self.inbox.append(_END)
+        self.wakeup.set()
+        self.client._sessions.discard(self)
 
     async def pump(self) -> None:
         """Write whatever the protocol allows now, in order."""
@@ -326,6 +332,9 @@ class KittaSession:
                 await asyncio.wait({self._task}, timeout=1.0)
         if self._task.done() and not self._task.cancelled():
             self._task.exception()  # retrieved: never "exception was never retrieved"
+        # A task cancelled before its first step never ran _run's finally: end the session here, or
+        # wait_ready() and the generation's iterator would wait for their timeouts.
+        self._mark_ended()
 
 
 # --------------------------------------------------------------------------------------------- generation
