@@ -417,3 +417,29 @@ async def test_sse_stream_that_stalls_is_a_typed_timeout(emu: Emulator) -> None:
             await asyncio.wait_for(collect(provider.synthesize("[[stall]] " + S1, sample_rate=16000)), WAIT)
     finally:
         await provider.aclose()
+
+
+# --- connection-closing errors -----------------------------------------------------------------------------
+
+
+async def test_an_error_read_as_socket_closing_closes_our_side_too(emu: Emulator) -> None:
+    # An error code outside the catalog is read as closing the socket (every context on it fails, the next
+    # turn reconnects). If the server keeps the socket open, the client must not leave it open, unpooled,
+    # with its reader running, where aclose() can no longer reach it.
+    emu.add_fault(Fault(trigger="Doomed", action="error", error_code="invalid_request"))
+    provider = make_provider(emu)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send("Doomed.")
+        await turn.end()
+        with pytest.raises(Exception) as info:
+            await collect(turn)
+        assert getattr(info.value, "error_code", None) == "invalid_request"
+        await emu.wait_until(lambda: emu.stats.ws_open == 0, WAIT)
+        turn2 = await provider.open_turn(sample_rate=16000)
+        await turn2.send(S1)
+        await turn2.end()
+        assert await collect(turn2)
+    finally:
+        await provider.aclose()
+    await no_client_tasks_left()

@@ -364,6 +364,12 @@ class _Connection:
         try:
             async for message in self.ws:
                 self._dispatch(self.protocol.receive(message))
+                if self.protocol.closed:
+                    # A socket-closing error: every context on it failed and it left the pool. The server
+                    # should close it; close our side too, so that no unpooled socket is left open.
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self.ws.close(), 2.0)
+                    break
         except ConnectionClosed as exc:
             reason = _close_reason(exc)
         except Exception as exc:  # a bug must not leave turns hanging
