@@ -443,3 +443,44 @@ async def test_an_error_read_as_socket_closing_closes_our_side_too(emu: Emulator
     finally:
         await provider.aclose()
     await no_client_tasks_left()
+
+
+async def test_a_turn_whose_idle_socket_closed_before_its_first_text_reopens(emu: Emulator) -> None:
+    # The server closes the pooled socket as idle right after the turn opened on it (the server has not
+    # heard of the turn's context yet, so the socket is idle for it). Nothing of the turn reached the
+    # server: it goes on on a fresh connection instead of failing.
+    provider = make_provider(emu, retry_backoff=0.01)
+    try:
+        emu.config.idle_timeout_s = 0.5
+        await provider.prewarm(sample_rate=16000)
+        turn = await provider.open_turn(sample_rate=16000)  # on the pooled socket, opened just now
+        assert emu.stats.ws_connections == 1
+        ctx = turn.context
+        assert ctx is not None
+        await emu.wait_until(lambda: emu.stats.ws_open == 0, WAIT)
+        await poll(lambda: ctx.done)
+        emu.config.idle_timeout_s = None
+        await turn.send(S1)
+        await turn.end()
+        pcm = await collect(turn)
+        assert pcm and turn.retries == 1
+        assert emu.stats.ws_connections == 2
+        assert transcripts_of(emu, turn.id) == [S1, ""]
+    finally:
+        await provider.aclose()
+
+
+async def test_a_turn_whose_socket_dropped_after_its_text_was_sent_is_not_replayed(emu: Emulator) -> None:
+    provider = make_provider(emu, retry_backoff=0.01)
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        first = turn.id
+        await turn.send(S1)  # the server may have heard of it: never replayed
+        await emu.drop_connections()
+        with pytest.raises(TTSConnectionError):
+            await turn.end()
+        with pytest.raises(TTSConnectionError):
+            await collect(turn)
+        assert turn.retries == 0 and turn.id == first
+    finally:
+        await provider.aclose()

@@ -22,6 +22,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.protocol import State
 
 from ttsbridge._logging import RedactingLogger
 from ttsbridge._redact import mask_key, redact
@@ -111,6 +112,8 @@ class NineninesixContext:
         self._last_sent = 0.0
         self._last_heard = time.monotonic()
         self.characters_sent = 0
+        #: Requests handed to the socket for this context (0: the server cannot have heard of it).
+        self.requests_sent = 0
         self.audio_bytes = 0
 
     def __repr__(self) -> str:
@@ -144,6 +147,8 @@ class NineninesixContext:
         if self._cancelled:
             raise TTSBridgeError(f"context {self.id} was cancelled")
         frame = self._conn.protocol.generation(self.id, text, continue_=continue_, **self._kw)
+        if self._conn.writable():
+            self.requests_sent += 1  # from here the server may hear of this context (else send() raises)
         await self._conn.send(frame)
         self.characters_sent += len(text)
         self._last_sent = time.monotonic()
@@ -299,6 +304,11 @@ class _Connection:
     def dead(self) -> bool:
         return self.protocol.closed
 
+    def writable(self) -> bool:
+        """Open and not closing: a frame sent now is written. (A close frame may have arrived before the
+        reader saw it: the websockets state knows at once.)"""
+        return self.ws is not None and not self.dead and self.ws.state is State.OPEN
+
     def idle_for(self) -> float:
         return time.monotonic() - self.last_used
 
@@ -338,8 +348,11 @@ class _Connection:
         )
 
     async def send(self, frame: str) -> None:
-        if self.ws is None or self.dead:
+        if not self.writable():
+            if not self.dead and self.ws is not None:  # closing, and the reader has not seen it yet
+                self._dispatch(self.protocol.connection_lost(_close_reason(None, self.ws)))
             raise TTSConnectionError("nineninesix: the connection is closed")
+        assert self.ws is not None
         self.last_used = time.monotonic()
         try:
             async with self._send_lock:
@@ -408,7 +421,7 @@ class _Connection:
 
 
 def _close_reason(exc: ConnectionClosed | None, ws: ClientConnection | None = None) -> str:
-    rcvd = exc.rcvd if exc is not None else (ws.close_code and ws.protocol.close_rcvd if ws else None)
+    rcvd = exc.rcvd if exc is not None else (ws.protocol.close_rcvd if ws is not None else None)
     if rcvd is None:
         return "connection dropped (no close frame)"
     return f"connection closed by the server (code {rcvd.code}{': ' + rcvd.reason if rcvd.reason else ''})"
@@ -547,7 +560,7 @@ class NineninesixClient:
                 )
                 await conn.close()
                 conn = None
-            if conn is None or conn.dead:
+            if conn is None or not conn.writable():
                 self._serial += 1
                 conn = _Connection(self, fmt, self._serial)
                 await conn.connect()

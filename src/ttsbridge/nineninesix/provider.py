@@ -110,24 +110,27 @@ class NineninesixTurn(Turn):
     async def _forward(self, op: Any) -> None:
         ctx = self._ctx
         assert ctx is not None
-        if ctx.error is not None and self._retry_possible(ctx.error):
+        if ctx.error is not None and self._retry_possible(ctx.error, ctx):
             return  # the iterator will replay everything on a fresh context
         try:
             await op(ctx)
         except TTSBridgeError as exc:
-            if self._retry_possible(exc):
+            if self._retry_possible(exc, ctx):
                 return
             raise
 
-    def _retry_possible(self, err: BaseException) -> bool:
-        return (
-            isinstance(err, TTSAPIError)
-            and err.error_code == "concurrent_limit"
-            and not self._audio_started
-            and not self._cancelled
-            and self._closed_error is None
-            and self.retries < self._provider.concurrent_limit_retries
-        )
+    def _retry_possible(self, err: BaseException, ctx: NineninesixContext) -> bool:
+        """Whether the turn can be replayed on a fresh context: ``concurrent_limit`` (the server dropped the
+        context), or the connection was lost before any request of the context was written (the server
+        never heard of it, e.g. it closed an idle pooled socket just as the turn began). Never once audio
+        was delivered."""
+        if self._audio_started or self._cancelled or self._closed_error is not None:
+            return False
+        if self.retries >= self._provider.concurrent_limit_retries:
+            return False
+        if isinstance(err, TTSAPIError):
+            return err.error_code == "concurrent_limit"
+        return isinstance(err, TTSConnectionError) and ctx.requests_sent == 0
 
     async def cancel(self) -> None:
         await self._cancel(wait=True)
@@ -177,7 +180,7 @@ class NineninesixTurn(Turn):
                 except TTSBridgeError as exc:
                     if self._cancelled:
                         return  # the caller cancelled the turn: whatever failed, it wants no more of it
-                    if not self._retry_possible(exc):
+                    if not self._retry_possible(exc, ctx):
                         self._done = True
                         raise
                     failure = exc
