@@ -6,7 +6,7 @@ loop around it. Every state change is unit-testable without a server.
 
 Context states::
 
-    OPEN --end()--> ENDING --done--> DONE
+    OPEN --end()--> ENDING --done--> DONE          (a done before end() ends nothing: it is ignored)
     OPEN/ENDING --cancel()--> CANCELLING --done(cancelled)/context_not_found--> CANCELLED
                               (without cancel_ack the context is CANCELLED at once)
     OPEN --cancel() before any request was sent (drop_unsent)--> CANCELLED, nothing sent
@@ -314,6 +314,12 @@ class NineninesixProtocol:
             self.dropped_frames += 1
             return []
         assert cid is not None
+        if ctx.state is ContextState.OPEN and not msg.cancelled:
+            # done comes only after our continue: false. One before it ends nothing: the turn's later text
+            # still renders and its audio must not be dropped; our own continue: false brings the real done.
+            logger.debug("nineninesix: done for context %s before its continue: false; ignored", cid)
+            self.dropped_frames += 1
+            return []
         if ctx.state is ContextState.CANCELLING or msg.cancelled:
             ctx.state = ContextState.CANCELLED
             return [ContextDone(cid, cancelled=True)]
