@@ -3,7 +3,9 @@
 One turn = one server context on a pooled connection. The turn decodes G.711, resamples from the wire rate
 to the caller's rate (asking the server for that rate when the API has it), flushes the resampler tail at
 ``done``, and retries ``concurrent_limit`` on a fresh ``context_id`` (replaying the turn's text) as long as no
-audio was delivered.
+audio was delivered; so is a turn whose connection was lost before any of its requests was written (the
+server never heard of it). After ``cancel()`` the iterator stops (no error); a consumer that leaves the
+iterator early cancels the turn.
 """
 
 from __future__ import annotations
