@@ -120,6 +120,20 @@ async def test_cancel_before_the_session_is_ready(kemu: Emulator, make_provider:
     assert not provider.client._sessions
 
 
+async def test_cancel_after_the_connection_dropped_ends_the_iterator_quietly(
+    kemu: Emulator, make_provider: MakeProvider
+) -> None:
+    provider = make_provider(standby=False)
+    turn = await provider.open_turn(sample_rate=24000)
+    await turn.send("Waiting for more. ")  # not ended
+    await asyncio.wait_for(turn.generation.session.ready.wait(), WAIT)
+    await kemu.drop_connections()
+    await poll(lambda: turn.generation.session.ended)
+    await asyncio.wait_for(turn.cancel(), 1.0)
+    assert await collect(turn, 1.0) == b""  # no error: the caller cancelled the turn
+    assert turn.done
+
+
 # --- early exit ---------------------------------------------------------------------------------------------
 
 
