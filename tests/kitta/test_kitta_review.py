@@ -249,3 +249,28 @@ async def test_a_session_closed_before_it_started_ends_at_once(make_client: Make
     await gen.session.close()
     assert await asyncio.wait_for(collect(gen), 1.0) == b""
     assert not client._sessions
+
+
+def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options: Any) -> None:
+    import msgpack
+
+    from ttsbridge.kitta.protocol import KittaProtocol, SegmentStatus
+
+    def srv(**obj: Any) -> bytes:
+        return msgpack.packb(obj, use_bin_type=True)
+
+    p = KittaProtocol(request_id="r1", request=tone_options.start_request())
+    p.data_to_send()
+    p.receive(srv(event="authenticated"))
+    p.data_to_send()
+    p.receive(srv(event="ready", request_id="r1", sample_rate=24000, channels=1, bit_depth=16))
+    p.send_text("Hello there. ")
+    p.flush()
+    p.data_to_send()
+    frame = {"event": "audio", "request_id": "r1", "audio": b"\x01\x00" * 8, "sample_rate": 24000}
+    assert p.receive(srv(**frame, seq=1)) == []  # held: seq 0 has not arrived
+    # the server sent (and billed) audio of the segment: a retryable close must not replay it
+    err = p.connection_lost(1013, "try again later")
+    assert err is not None and err.retryable
+    assert p.segments[0].status is SegmentStatus.DELIVERING
+    assert not p.can_resume()

@@ -523,6 +523,12 @@ class KittaProtocol:
         self._check_layout()
         if self.sample_rate is None:
             raise KittaProtocolError("kitta: pcm audio without sample_rate on 'ready' or 'audio'")
+        if event.audio:
+            # Received is delivered, even while held for a sequence gap: the server committed (billed) the
+            # segment at its first audio frame, so it must never be replayed.
+            seg = self._head_segment()
+            if seg is not None:
+                seg.status = SegmentStatus.DELIVERING
         if event.seq is None:
             return self._deliver([event])
         if event.seq < self._next_seq or event.seq in self._held:
