@@ -514,3 +514,33 @@ def test_done_before_our_continue_false_ends_nothing() -> None:
     p.end("a")
     assert p.receive(frame(type="done", context_id="a", done=True, status_code=200)) == [ContextDone("a")]
     assert p.state("a") is ContextState.DONE
+
+
+async def test_cancel_while_the_retry_replays_the_text_ends_the_iterator_quietly(emu: Emulator) -> None:
+    emu.add_fault(Fault(trigger=S1, action="error", error_code="concurrent_limit", times=1))
+    provider = make_provider(emu, retry_backoff=0.01)
+    turn = await provider.open_turn(sample_rate=16000)
+    client = provider.client
+    open_context = client.open_context
+
+    async def open_context_then_cancel(*args: Any, **kw: Any) -> Any:
+        ctx = await open_context(*args, **kw)
+        # the barge-in lands once the fresh context exists, while the turn's text is being replayed on it
+        send = ctx.send
+
+        async def send_racing_cancel(text: str) -> None:
+            await asyncio.wait_for(turn.cancel(), WAIT)
+            await send(text)
+
+        ctx.send = send_racing_cancel  # type: ignore[method-assign]
+        return ctx
+
+    client.open_context = open_context_then_cancel  # type: ignore[method-assign]
+    try:
+        await turn.send(S1)
+        await turn.send(S2)
+        await turn.end()
+        assert await collect(turn) == b""  # no error: the caller cancelled the turn
+        assert turn.done
+    finally:
+        await provider.aclose()

@@ -189,6 +189,8 @@ class NineninesixTurn(Turn):
                 try:
                     await self._retry(failure)
                 except TTSBridgeError:
+                    if self._cancelled:  # e.g. a replayed send refused because cancel() just ran
+                        return
                     self._done = True
                     raise
                 if self._cancelled:
