@@ -151,8 +151,12 @@ async def test_cancel_stops_audio_and_keeps_the_socket(emu: Emulator) -> None:
         after = [c async for c in it]
         assert after == []
         assert turn.done
-        # the server confirmed the cancel (cancel_ack) on the same socket
-        assert any(m.get("cancel") for _, m in emu.stats.messages)
+        # the cancel went out on the same socket, and the connection consumes the server's acknowledgement
+        # in the background (cancel() does not wait for it by default: the next turn pays no round trip)
+        await emu.wait_until(lambda: any(m.get("cancel") for _, m in emu.stats.messages), 5)
+        conn = provider.client.connection_for(NineninesixOptions().output_format(24000))
+        assert conn is not None
+        await wait_until(lambda: turn.context is not None and turn.context.id not in conn.contexts)
         # the next turn runs on the same connection, and its audio is its own
         emu.config.realtime_factor = 0.0
         pcm = await speak(provider, S1)
@@ -447,3 +451,23 @@ async def test_http_needs_a_voice_and_says_so_before_sending(emu: Emulator) -> N
     finally:
         await provider.aclose()
     assert emu.stats.http_requests == 0
+
+
+async def test_cancel_can_wait_for_the_acknowledgement(emu: Emulator) -> None:
+    emu.config.realtime_factor = 4.0
+    provider = make_provider(emu, wait_for_cancel_ack=True)
+    try:
+        turn = await provider.open_turn(sample_rate=24000)
+        await turn.send(S2 + " " + S3)
+        await turn.end()
+        it = turn.__aiter__()
+        await asyncio.wait_for(it.__anext__(), 5)
+        await asyncio.wait_for(turn.cancel(), 5)
+        # returned only once the server confirmed: the context is already gone from the connection
+        ctx = turn.context
+        assert ctx is not None and ctx.done
+        conn = provider.client.connection_for(NineninesixOptions().output_format(24000))
+        assert conn is not None and ctx.id not in conn.contexts
+        assert [c async for c in it] == []
+    finally:
+        await provider.aclose()

@@ -135,7 +135,9 @@ class NineninesixTurn(Turn):
         return isinstance(err, TTSConnectionError) and ctx.requests_sent == 0
 
     async def cancel(self) -> None:
-        await self._cancel(wait=True)
+        """Barge-in: no audio is yielded after this returns. The cancel is on the wire when it returns; whether
+        it also waits for the server's acknowledgement is the provider's ``wait_for_cancel_ack``."""
+        await self._cancel(wait=self._provider.wait_for_cancel_ack)
 
     async def _cancel(self, *, wait: bool) -> None:
         if self._cancelled or self._done:
@@ -239,6 +241,9 @@ class NineninesixTurnProvider(TurnProvider):
         options: model, voice, language, wire encoding and wire sample rate (validated).
         http_session: an aiohttp session to reuse for HTTP calls.
         concurrent_limit_retries: how often a turn is retried on a fresh context after ``concurrent_limit``.
+        wait_for_cancel_ack: make ``Turn.cancel()`` wait (bounded) for the server's ``done cancelled:true``.
+            Off by default: after a barge-in the next turn should not pay a round trip; the acknowledgement is
+            still requested and consumed by the connection (and late frames of the context are dropped).
         client_kwargs: passed to :class:`NineninesixClient` (timeouts, ``cancel_ack``, ``max_idle``...).
     """
 
@@ -253,6 +258,7 @@ class NineninesixTurnProvider(TurnProvider):
         http_session: aiohttp.ClientSession | None = None,
         concurrent_limit_retries: int = 3,
         retry_backoff: float = 0.2,
+        wait_for_cancel_ack: bool = False,
         **client_kwargs: Any,
     ) -> None:
         self.options = options or NineninesixOptions()
@@ -260,6 +266,7 @@ class NineninesixTurnProvider(TurnProvider):
         self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
         self.concurrent_limit_retries = concurrent_limit_retries
         self.retry_backoff = retry_backoff
+        self.wait_for_cancel_ack = wait_for_cancel_ack
         self._turns: weakref.WeakSet[NineninesixTurn] = weakref.WeakSet()
 
     def __repr__(self) -> str:
