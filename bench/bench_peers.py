@@ -976,9 +976,9 @@ def report(results: dict[str, tuple[Figures, Figures]], runs: int, args: argpars
             print(f"{name:<{w[0]}} {level:<{w[1]}} {o:>{w[2]}} {p:>{w[3]}} {'-':>{w[4]}}")
     print(
         "2a: SDK and LiveKit levels read the turn with a real-time player; Pipecat right after the TTS service.\n"
-        "2b: from the interrupt, so it includes the interrupt itself: our provider's cancel() and our LiveKit\n"
-        "    stream's aclose() wait for the server's cancel acknowledgement (one round trip); our Pipecat\n"
-        "    service cancels in the background; LiveKit's cartesia plugin pays a new connection instead."
+        "2b: from the interrupt, so it includes the interrupt itself: our cancel puts the cancel on the wire\n"
+        "    and returns (the acknowledgement is consumed in the background); LiveKit's cartesia plugin\n"
+        "    pays a new connection instead."
     )
     print()
     print("details (ours | peer):")
