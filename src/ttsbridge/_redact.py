@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_QUERY_KEY = re.compile(r"(?i)((?:api_key|token|key)=)[^&\s'\"]+")
+_QUERY_KEY = re.compile(r"(?i)((?:api_key|token|key)=)(?!None\b)[^&\s'\";,)]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]+")
 _SK996 = re.compile(r"sk_996_[A-Za-z0-9_\-]+")
 

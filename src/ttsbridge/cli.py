@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ttsbridge import __version__
-from ttsbridge.errors import TTSBridgeError
+from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
 
 DESCRIPTION = """\
 ttsbridge: streaming text-to-speech (Nineninesix, Kitta) for Pipecat and LiveKit Agents.
@@ -56,17 +56,22 @@ async def _target(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | No
     from ttsbridge.emulator import Emulator, EmulatorConfig
 
     async with Emulator(EmulatorConfig(realtime_factor=args.realtime_factor, log_messages=False)) as emu:
-        yield emu.base_url, emu.api_key, emu
+        key = emu.config.kitta.a_valid_key() if args.provider == "kitta" else emu.api_key
+        yield emu.base_url, key, emu
 
 
-def _provider(args: argparse.Namespace, base_url: str, key: str | None) -> Any:
+def _provider(args: argparse.Namespace, base_url: str, key: str | None, emu: Any = None) -> Any:
     if args.provider == "kitta":
         from ttsbridge.kitta.provider import KittaOptions, KittaTurnProvider
 
-        kopts: dict[str, Any] = {}
-        if args.voice:
-            kopts["voice_id"] = args.voice
-        return KittaTurnProvider(key, base_url=base_url, options=KittaOptions(**kopts))
+        voice = args.voice
+        if not voice and emu is not None:
+            from ttsbridge.emulator import SPEECH_VOICE_ID, TONE_VOICE_ID, speech_available
+
+            voice = SPEECH_VOICE_ID if speech_available() else TONE_VOICE_ID
+        if not voice:
+            raise TTSInvalidOptionError("--voice", None, "a Kitta voice id (Kitta has no default voice)")
+        return KittaTurnProvider(key, base_url=base_url, options=KittaOptions(voice_id=voice))
     from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 
     opts: dict[str, Any] = {"encoding": args.encoding}
@@ -87,7 +92,7 @@ async def _say(args: argparse.Namespace) -> int:
     async with _target(args) as (base_url, key, emu):
         if emu is not None:
             print(f"using the built-in emulator at {emu.base_url}", file=sys.stderr)
-        provider = _provider(args, base_url, key)
+        provider = _provider(args, base_url, key, emu)
         try:
             t0 = time.perf_counter()
             turn = await provider.open_turn(sample_rate=args.sample_rate)
@@ -193,7 +198,9 @@ async def _demo(args: argparse.Namespace) -> int:
     )
     print(f"wrote {stats.out_path}: {stats.audio_seconds:.2f} s of audio at {stats.sample_rate} Hz")
     if stats.first_audio_s is not None:
-        print(f"time to first audio (first LLM token -> first audio frame): {1000 * stats.first_audio_s:.0f} ms")
+        print(
+            f"time to first audio (first LLM token -> first audio frame): {1000 * stats.first_audio_s:.0f} ms"
+        )
     print(f"endpoint: {stats.endpoint}; voice: {stats.voice or 'default'}")
     print(f"transcript (word frames, as heard): {stats.transcript}")
     for err in stats.errors:
@@ -211,8 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ttsbridge {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def target_opts(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--provider", choices=("nineninesix", "kitta"), default="nineninesix")
+    def target_opts(
+        sp: argparse.ArgumentParser, *, providers: tuple[str, ...] = ("nineninesix", "kitta")
+    ) -> None:
+        sp.add_argument("--provider", choices=providers, default="nineninesix")
         sp.add_argument("--api-key", help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)")
         sp.add_argument(
             "--base-url", help="service URL; with neither key nor URL the built-in emulator is used"
@@ -255,8 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emu.set_defaults(func=_emulator)
 
-    voices = sub.add_parser("voices", help="list voices")
-    target_opts(voices)
+    voices = sub.add_parser("voices", help="list Nineninesix voices (Kitta has no voice listing)")
+    target_opts(voices, providers=("nineninesix",))
     voices.set_defaults(func=_voices)
 
     demo = sub.add_parser("demo", help="Pipecat pipeline: scripted LLM tokens -> our TTS -> WAV")
