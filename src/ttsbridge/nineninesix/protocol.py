@@ -27,7 +27,6 @@ from ttsbridge.audio.g711 import decode_to_pcm16
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.models import (
     CancelRequest,
-    ChunkMessage,
     DoneMessage,
     ErrorMessage,
     GenerationRequest,
@@ -258,7 +257,11 @@ class NineninesixProtocol:
             return []
         kind = raw.get("type")
         if kind == "chunk" or (kind is None and "data" in raw and not raw.get("done")):
-            return self._on_chunk(ChunkMessage.model_validate(raw))
+            # the hot path (every audio frame): read the two fields we use, no model validation
+            cid, data = raw.get("context_id"), raw.get("data")
+            return self._on_chunk(
+                cid if isinstance(cid, str) else None, data if isinstance(data, str) else ""
+            )
         if kind == "done" or (kind is None and raw.get("done") and "error_code" not in raw):
             return self._on_done(DoneMessage.model_validate(raw))
         if kind == "error" or "error_code" in raw:
@@ -283,13 +286,13 @@ class NineninesixProtocol:
             raise KeyError(f"unknown context {context_id!r}")
         return ctx
 
-    def _on_chunk(self, msg: ChunkMessage) -> list[Event]:
-        ctx = self.contexts.get(msg.context_id) if msg.context_id else None
+    def _on_chunk(self, context_id: str | None, b64: str) -> list[Event]:
+        ctx = self.contexts.get(context_id) if context_id else None
         if ctx is None or not ctx.state.accepts_audio:
             self.dropped_frames += 1
             return []
         try:
-            data = base64.b64decode(msg.data, validate=False)
+            data = base64.b64decode(b64, validate=False)
         except (binascii.Error, ValueError):
             self.dropped_frames += 1
             return []
@@ -304,8 +307,8 @@ class NineninesixProtocol:
             pcm = decode_to_pcm16(data, self.output_format.encoding)
         if not pcm:
             return []
-        assert msg.context_id is not None
-        return [AudioReceived(msg.context_id, pcm)]
+        assert context_id is not None
+        return [AudioReceived(context_id, pcm)]
 
     def _on_done(self, msg: DoneMessage) -> list[Event]:
         cid = msg.context_id
