@@ -54,3 +54,13 @@ def test_redacting_logger(caplog: pytest.LogCaptureFixture) -> None:
         log.warning("failed", exc_info=True)
     assert "secretvalue" not in caplog.text and "kitta-secret-1" not in caplog.text
     assert len(caplog.records) == 3
+
+
+def test_a_clients_key_is_masked_everywhere_once_registered() -> None:
+    from ttsbridge.kitta.client import KittaClient
+
+    key = "kt-registered-without-prefix-42"
+    KittaClient(key)
+    err = TTSAPIError(f"server said: bad token {key}", provider="kitta", error_code="unauthorized")
+    assert key not in str(err)
+    assert key not in redact(f"anything {key} anywhere")

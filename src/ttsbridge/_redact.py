@@ -15,11 +15,26 @@ _SK996 = re.compile(r"sk_996_[A-Za-z0-9_\-]+")
 
 MASK = "***"
 
+#: Every API key a client of this process was given: masked in every text that goes through :func:`redact`,
+#: whatever its shape (Kitta keys have no recognisable prefix). Bounded, oldest first out.
+_REGISTERED: dict[str, None] = {}
+_MAX_REGISTERED = 256
+
+
+def register_secret(secret: str | None) -> None:
+    """Mask ``secret`` in every later :func:`redact` call (clients call this with their key)."""
+    if not secret or len(secret) < 4:
+        return
+    _REGISTERED.pop(secret, None)
+    _REGISTERED[secret] = None
+    while len(_REGISTERED) > _MAX_REGISTERED:
+        del _REGISTERED[next(iter(_REGISTERED))]
+
 
 def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
     """Return ``str(text)`` with every secret and every key-looking URL parameter masked."""
     s = str(text)
-    for secret in secrets:
+    for secret in (*secrets, *_REGISTERED):
         if secret and len(secret) >= 4:
             s = s.replace(secret, MASK)
     s = _QUERY_KEY.sub(lambda m: m.group(1) + MASK, s)

@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.frames import Frame
 from websockets.typing import Subprotocol
 
-from ttsbridge._redact import mask_key, redact
+from ttsbridge._redact import mask_key, redact, register_secret
 from ttsbridge.errors import (
     TTSAPIError,
     TTSBridgeError,
@@ -674,6 +674,7 @@ class KittaClient:
         proxy: str | bool | None = True,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("KITTA_API_KEY")
+        register_secret(key)
         if not key or not key.strip():
             raise TTSInvalidOptionError("api_key", None, "a Kitta API key (argument or $KITTA_API_KEY)")
         if auth not in ("header", "frame"):

@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.protocol import State
 
 from ttsbridge._logging import RedactingLogger
-from ttsbridge._redact import mask_key, redact
+from ttsbridge._redact import mask_key, redact, register_secret
 from ttsbridge.errors import (
     TTSAPIError,
     TTSBridgeError,
@@ -53,6 +53,7 @@ USER_AGENT = "ttsbridge/0.1"
 
 def resolve_api_key(api_key: str | None) -> str:
     key = api_key or os.environ.get(API_KEY_ENV)
+    register_secret(key)
     if not key:
         raise TTSInvalidOptionError(
             "api_key", None, f"a Nineninesix key (sk_996_...), passed as api_key= or set in ${API_KEY_ENV}"
