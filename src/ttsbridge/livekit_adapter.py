@@ -30,9 +30,9 @@ import logging
 import re
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from livekit.agents import (
     APIConnectionError,
@@ -269,6 +269,38 @@ class _Watchdog:
         return self._owed_since + self.timeout - self._now()
 
 
+_T = TypeVar("_T")
+
+
+async def _within(
+    aw: Awaitable[_T],
+    timeout: float,
+    *,
+    discard: Callable[[_T], Awaitable[object]] | None = None,
+) -> _T:
+    """``asyncio.wait_for`` without its Python < 3.12 flaw: when the caller is cancelled just as ``aw``
+    completes, ``wait_for`` returns the result and the cancellation is lost (a closed stream would go on
+    reading). Here the cancellation always propagates; a result that is not returned is handed to
+    ``discard`` (e.g. a turn opened for a stream that was closed meanwhile is cancelled)."""
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        await utils.aio.cancel_and_wait(task)
+        if discard is not None and not task.cancelled() and task.exception() is None:
+            with contextlib.suppress(Exception):
+                await discard(task.result())
+        raise
+    if not done:
+        await utils.aio.cancel_and_wait(task)
+        if not task.cancelled() and task.exception() is None:
+            if discard is not None:
+                with contextlib.suppress(Exception):
+                    await discard(task.result())
+        raise asyncio.TimeoutError
+    return task.result()
+
+
 # ----------------------------------------------------------------------------------------------------
 # the TTS
 
@@ -460,9 +492,10 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         async def _open() -> Turn:
             nonlocal turn
             started = time.perf_counter()
-            opened = await asyncio.wait_for(
+            opened = await _within(
                 owner._turn_provider.open_turn(sample_rate=owner.sample_rate, **owner._open_turn_kwargs()),
                 timeout,
+                discard=lambda t: t.cancel(),
             )
             turn = self.turn = opened
             self._acquire_time = time.perf_counter() - started
@@ -601,7 +634,7 @@ class TurnChunkedStream(tts.ChunkedStream):
         try:
             while True:
                 try:
-                    pcm = await asyncio.wait_for(agen.__anext__(), timeout)
+                    pcm = await _within(agen.__anext__(), timeout)
                 except StopAsyncIteration:
                     break
                 if not pcm:

@@ -348,6 +348,27 @@ async def test_synthesize_errors(emu: Emulator) -> None:
     assert ev.metrics == []
 
 
+async def test_synthesize_aclose_mid_body_stops_the_request(emu: Emulator) -> None:
+    """Closing a ChunkedStream while its body is being read (the user interrupts a ``say()``) ends it at
+    once and frees the HTTP request, even when the cancel lands as a chunk has just been read (Python 3.11's
+    ``asyncio.wait_for`` then returns the chunk and loses the cancellation: the read went on to the timeout)."""
+    t = make_tts(emu)
+    ev = Events(t)
+    try:
+        for _ in range(3):
+            s = t.synthesize(
+                f"{S1} That part [[stall:3]] never ends.",
+                conn_options=APIConnectOptions(max_retry=0, timeout=60.0),  # far beyond BOUND
+            )
+            await asyncio.wait_for(s.__anext__(), BOUND)
+            await asyncio.wait_for(s.aclose(), BOUND)
+            await wait_until(lambda: emu.active_contexts == 0)
+    finally:
+        await t.aclose()
+    assert ev.errors == []
+    assert [m.cancelled for m in ev.metrics] == [True] * 3  # LiveKit's ChunkedStream reports a cancelled one
+
+
 # --- the key never leaks -----------------------------------------------------------------------------------------
 
 
