@@ -629,10 +629,17 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
     Frames are pushed as the provider yields audio (not after the whole response), word-level
     ``TTSTextFrame``\\ s follow the audio that carries them, and a failed request ends the LLM turn with an
     ``ErrorFrame``, dropping its unspoken text. Same arguments as :class:`TurnTTSService`.
+
+    In ``TextAggregationMode.TOKEN`` streamed tokens are coalesced into clauses (as in
+    :class:`TurnTTSService`): every request is rendered on its own, so one request per token would speak word
+    fragments. The rest of the turn is spoken when the LLM response ends.
     """
 
     Settings = TTSSettings
     _settings: TTSSettings
+
+    #: Whether TOKEN mode coalesces tokens into clauses, one request per clause.
+    coalesce_tokens: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -641,6 +648,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         settings: TTSSettings,
         secrets: Sequence[str | None] = (),
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
+        coalesce_tokens: bool | None = None,
         **kwargs: Any,
     ) -> None:
         self._init_turn_common(provider, secrets, chars_per_second)
@@ -648,6 +656,8 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         kwargs.setdefault("push_start_frame", True)
         kwargs.setdefault("push_stop_frames", True)
         super().__init__(settings=settings, **kwargs)
+        self._coalesce = self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens
+        self._coalescers: dict[str, _TokenCoalescer] = {}
         self._clocks: dict[str, WordClock] = {}
         self._stopped = False
         self._sync_provider_options()
@@ -685,6 +695,16 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
             logger.debug(f"{self} not speaking [{text}] (context {context_id})")
             await self._end_failed_audio_context(context_id)
             return
+        if self._coalesce and self._is_streaming_tokens:
+            # Hold tokens until a clause ends; the rest goes out when the turn completes.
+            text = self._coalescers.setdefault(context_id, _TokenCoalescer()).push(text)
+            if not text:
+                return
+        async for frame in self._speak(text, context_id):
+            yield frame
+
+    async def _speak(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        """One request for ``text``: its audio frames as they stream in, its words after their audio."""
         clock = self._clocks.get(context_id)
         if clock is None:
             clock = self._clocks[context_id] = WordClock(self._speech_rate)
@@ -708,6 +728,19 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def on_turn_context_completed(self) -> None:
         context_id = self._turn_context_id
+        coalescer = self._coalescers.pop(context_id, None) if context_id else None
+        rest = coalescer.flush() if coalescer else ""
+        if (
+            context_id
+            and rest.strip()
+            and context_id not in self._failed_contexts
+            and not self._stopped
+            and self.audio_context_available(context_id)
+        ):
+            await self.tts_process_generator(context_id, self._speak(rest, context_id))
+        # Every request's audio is yielded inline: Pipecat closes the turn's audio context here, even when
+        # the last token sent nothing (held by the coalescer).
+        self._is_yielding_frames_synchronously = True
         await super().on_turn_context_completed()
         if context_id is not None:
             self._clocks.pop(context_id, None)
@@ -716,4 +749,5 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:
         self._clocks.pop(context_id, None)
+        self._coalescers.pop(context_id, None)
         await super().on_audio_context_interrupted(context_id)
