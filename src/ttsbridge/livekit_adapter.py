@@ -562,13 +562,18 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             )
             raise err from None
         finally:
-            if turn is not None and not turn.done:
-                state["cancelled"] = True
-                # barge-in (or our own failure): stop the generation, keep the provider's connection
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(turn.cancel(), max(timeout, 1.0))
+
+            async def _cancel_turn() -> None:
+                if turn is not None and not turn.done:
+                    state["cancelled"] = True
+                    # barge-in (or our own failure): stop the generation, keep the provider's connection
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(turn.cancel(), max(timeout, 1.0))
+
+            await _cancel_turn()
             await sentences.aclose()
             await utils.aio.gracefully_cancel(input_t, send_t, recv_t)
+            await _cancel_turn()  # a turn whose opening completed while the tasks were being stopped
 
 
 async def _supervise(

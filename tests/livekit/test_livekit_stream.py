@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 import pytest
-from livekit.agents import APIConnectOptions, Plugin, tts
+from livekit.agents import APIConnectOptions, Plugin, tts, utils
 from lk_helpers import (
     BOUND,
     FAST,
@@ -199,6 +199,61 @@ async def test_barge_in_cancels_the_context_and_the_next_turn_reuses_the_socket(
     assert emu.stats.ws_connections == 1, "the next turn must not reconnect"
     assert len(ev.metrics) == 1, "an interrupted stream emits no metrics (LiveKit), the next one does"
     assert ev.errors == []
+
+
+async def test_barge_in_the_way_agent_session_does_it(emu: Emulator) -> None:
+    """AgentSession's tts_node: text forwarded token by token from a task, frames read in ``async with``; the
+    interruption cancels the reading task. The turn is cancelled, the socket kept, the next turn clean."""
+    t = make_tts(emu)
+    ev = Events(t)
+    frames: asyncio.Queue[tts.SynthesizedAudio] = asyncio.Queue()
+
+    async def tts_node(text: str) -> None:
+        async with t.stream(conn_options=FAST) as stream:
+
+            async def forward() -> None:
+                for w in text.split(" "):
+                    stream.push_text(w + " ")
+                    await asyncio.sleep(0)  # an LLM yields between tokens
+                stream.end_input()
+
+            forward_t = asyncio.create_task(forward())
+            try:
+                async for e in stream:
+                    frames.put_nowait(e)
+            finally:
+                await utils.aio.cancel_and_wait(forward_t)
+
+    try:
+        node = asyncio.create_task(tts_node(f"{S1} That part never finishes [[stall]] at all."))
+        await asyncio.wait_for(frames.get(), BOUND)
+        await asyncio.wait_for(utils.aio.cancel_and_wait(node), BOUND)
+        assert emu.stats.cancels == 1
+        events = await run_stream(t, S2)
+    finally:
+        await t.aclose()
+    check_stream_events(t, events)
+    assert duration_of(events) == pytest.approx(tone_len(S2), abs=0.03)
+    assert emu.stats.ws_connections == 1
+    assert len(ev.metrics) == 1 and ev.errors == []
+    await wait_until(lambda: emu.stats.ws_open == 0)
+
+
+async def test_many_parallel_streams_are_contexts_on_one_socket(emu: Emulator) -> None:
+    t = make_tts(emu)
+    ev = Events(t)
+    texts = [S1, S2, S3, "One more thing.", "And the very last one."]
+    try:
+        results = await asyncio.gather(*(run_stream(t, s) for s in texts))
+    finally:
+        await t.aclose()
+    for events, s in zip(results, texts, strict=True):
+        check_stream_events(t, events)
+        assert duration_of(events) == pytest.approx(tone_len(s), abs=0.03)
+        got = dominant_frequency(window(pcm_of(events), 24000, 0.03, tone_len(s) - 0.06), 24000)
+        assert got == pytest.approx(tone_frequency(s), rel=0.02)
+    assert len({r[0].segment_id for r in results}) == len(texts)
+    assert emu.stats.ws_connections == 1 and len(ev.metrics) == len(texts)
 
 
 async def test_barge_in_before_any_audio(emu: Emulator) -> None:
