@@ -499,7 +499,7 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             )
             turn = self.turn = opened
             self._acquire_time = time.perf_counter() - started
-            self._connection_reused = bool(getattr(opened, "connection_reused", False))
+            self._connection_reused = opened.connection_reused
             output_emitter.start_segment(segment_id=opened.id or request_id)
             log.debug("turn opened", extra={"turn_id": opened.id, "request_id": request_id})
             return opened

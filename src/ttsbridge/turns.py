@@ -64,6 +64,11 @@ class Turn(abc.ABC):
         """True once the turn has finished, failed or been cancelled."""
 
     @property
+    def connection_reused(self) -> bool:
+        """True when the turn started on a connection or session that was already open (no handshake)."""
+        return False
+
+    @property
     def characters_sent(self) -> int:
         """Characters of text sent for this turn (for usage metrics)."""
         return 0

@@ -166,6 +166,9 @@ async def test_consecutive_and_concurrent_streams_share_one_socket(emu: Emulator
     assert len({e.segment_id for e in a + b + c}) == 3
     assert len(ev.metrics) == 3
     assert emu.stats.ws_connections == 1
+    # the handshake is paid once: the stream after the concurrent pair says it reused the socket
+    assert ev.metrics[-1].connection_reused is True
+    assert not all(m.connection_reused for m in ev.metrics)  # the first stream(s) paid it
 
 
 async def test_barge_in_cancels_the_context_and_the_next_turn_reuses_the_socket(emu: Emulator) -> None:

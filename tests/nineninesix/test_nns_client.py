@@ -111,6 +111,9 @@ async def test_many_turns_share_one_pooled_connection(emu: Emulator) -> None:
     try:
         a, b = await asyncio.gather(speak(provider, S1), speak(provider, S2))
         c = await speak(provider, S3)
+        turn = await provider.open_turn(sample_rate=24000)
+        assert turn.connection_reused  # pooled: no handshake for this turn
+        await turn.cancel()
     finally:
         await provider.aclose()
     for pcm, s in ((a, S1), (b, S2), (c, S3)):
@@ -119,6 +122,21 @@ async def test_many_turns_share_one_pooled_connection(emu: Emulator) -> None:
         )
     assert emu.stats.ws_connections == 1
     assert provider.client.connections_opened == 1
+
+
+async def test_first_turn_pays_the_handshake_prewarm_takes_it_off(emu: Emulator) -> None:
+    provider = make_provider(emu)
+    try:
+        first = await provider.open_turn(sample_rate=16000)
+        assert not first.connection_reused
+        await first.cancel()
+        await provider.prewarm(sample_rate=24000)
+        warm = await provider.open_turn(sample_rate=24000)
+        assert warm.connection_reused
+        await warm.cancel()
+    finally:
+        await provider.aclose()
+    assert emu.stats.ws_connections == 2
 
 
 async def test_empty_text_is_not_sent(emu: Emulator) -> None:

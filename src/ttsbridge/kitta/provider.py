@@ -109,6 +109,11 @@ class KittaTurn(Turn):
     def characters_sent(self) -> int:
         return self._gen.characters_sent
 
+    @property
+    def connection_reused(self) -> bool:
+        """True when the turn took the warm standby session (no handshake, auth or start on its path)."""
+        return self.from_standby
+
 
 class KittaTurnProvider(TurnProvider):
     """Turns on Kitta Realtime TTS v2, with an optional warm standby session.

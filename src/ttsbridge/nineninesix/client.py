@@ -116,6 +116,7 @@ class NineninesixContext:
         #: Requests handed to the socket for this context (0: the server cannot have heard of it).
         self.requests_sent = 0
         self.audio_bytes = 0
+        self.connection_reused = False
 
     def __repr__(self) -> str:
         return f"NineninesixContext(id={self.id!r}, state={self.state.value})"
@@ -534,10 +535,13 @@ class NineninesixClient:
             raise TTSInvalidOptionError(
                 "output_format.container", fmt.container, "raw (WebSocket streams raw only)"
             )
+        opened_before = self.connections_opened
         conn = await self._connection(fmt)
         ctx = NineninesixContext(
             conn, context_id or str(uuid.uuid4()), model=model, voice=voice, language=language
         )
+        # No handshake was paid for this context (pooled or prewarmed socket); reported in LiveKit's metrics.
+        ctx.connection_reused = self.connections_opened == opened_before
         conn.add(ctx)
         return ctx
 

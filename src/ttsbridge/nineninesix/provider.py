@@ -83,6 +83,10 @@ class NineninesixTurn(Turn):
         return self._done
 
     @property
+    def connection_reused(self) -> bool:
+        return self._ctx.connection_reused if self._ctx is not None else False
+
+    @property
     def characters_sent(self) -> int:
         return self._chars
 
