@@ -274,3 +274,35 @@ def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options:
     assert err is not None and err.retryable
     assert p.segments[0].status is SegmentStatus.DELIVERING
     assert not p.can_resume()
+
+
+async def test_error_from_a_server_that_never_closes_is_reported_at_once(
+    make_emulator: Callable[..., Any],
+) -> None:
+    from ttsbridge.emulator.kitta import KittaConfig
+    from ttsbridge.errors import TTSAPIError
+    from ttsbridge.kitta.models import KittaOptions
+
+    emu = await make_emulator(kitta=KittaConfig(close_after_error=False))
+    provider = KittaTurnProvider(
+        emu.config.kitta.a_valid_key(),
+        base_url=emu.base_url,
+        options=KittaOptions(voice_id="tone"),
+        standby=False,
+        event_timeout=30.0,
+    )
+    try:
+        turn = await provider.open_turn(sample_rate=16000)
+        await turn.send("Hello. [[kitta:error=invalid_parameter]]")
+        await turn.end()
+
+        async def drain() -> None:
+            async for _ in turn:
+                pass
+
+        # bounded well below event_timeout: the error must arrive with its event, not with a timeout
+        with pytest.raises(TTSAPIError) as info:
+            await asyncio.wait_for(drain(), 10)
+    finally:
+        await provider.aclose()
+    assert info.value.error_code == "invalid_parameter"

@@ -110,6 +110,8 @@ class KittaConfig:
         models: capability matrix (model -> optional fields it accepts).
         formats: output formats this emulator can produce (it has no MP3/Opus encoder).
         max_message_bytes: largest client frame accepted.
+        close_after_error: close the socket after an ``error`` event, as the page says; False emulates a
+            server that forgets to (the client must still report the error at once).
     """
 
     auth_timeout_s: float = 5.0
@@ -128,6 +130,7 @@ class KittaConfig:
     max_segment_chars: int = 10_000
     max_session_units: int = 100_000
     inband_faults: bool = True
+    close_after_error: bool = True
     session_faults: list[str] = field(default_factory=list)
     models: dict[str, frozenset[str]] = field(default_factory=lambda: dict(KITTA_MODELS))
     formats: tuple[str, ...] = ("pcm",)
@@ -424,6 +427,12 @@ class _Session:
         self.stats.kitta_errors.append(err.code)
         self.ep.notify()
         await self.send(event)
+        if not self.cfg.close_after_error:
+            # A server that forgets to close after an error: keep the socket open until the client leaves.
+            with contextlib.suppress(Exception):
+                async for _ in self.ws:
+                    pass
+            return
         await self.close(err.close_code, err.code)
 
     async def close(self, code: int, reason: str = "") -> None:

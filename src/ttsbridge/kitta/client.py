@@ -260,6 +260,14 @@ class KittaSession:
                     if self.proto.state is State.FINISHED:
                         await ws.close(1000, "finished")
                         break
+                    if self.proto.state is State.FAILED:
+                        # The error event decides the outcome (the close that should follow changes nothing):
+                        # report it now rather than wait for a server that may never close.
+                        with contextlib.suppress(Exception):
+                            await asyncio.wait_for(
+                                ws.close(1000, "error received"), self.client.close_timeout
+                            )
+                        break
             except ConnectionClosed:
                 pass
             except KittaProtocolError as exc:
