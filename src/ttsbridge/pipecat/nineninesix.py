@@ -68,7 +68,36 @@ def _provider(
     )
 
 
-class NineninesixTTSService(TurnTTSService):
+class _NineninesixService:
+    """The constructor both Nineninesix services share: build the provider, hand it to the turn base."""
+
+    Settings = NineninesixTTSSettings
+    _settings: NineninesixTTSSettings
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        encoding: str = "pcm_s16le",
+        sample_rate: int | None = None,
+        settings: TTSSettings | None = None,
+        http_session: aiohttp.ClientSession | None = None,
+        provider_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        store = _store_settings(settings)
+        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options)
+        super().__init__(  # type: ignore[call-arg]  # the turn base class that follows in the MRO
+            provider=provider,
+            settings=store,
+            secrets=(api_key, os.environ.get("NINENINESIX_API_KEY")),
+            sample_rate=sample_rate,
+            **kwargs,
+        )
+
+
+class NineninesixTTSService(_NineninesixService, TurnTTSService):
     """Nineninesix streaming TTS over the WebSocket API, one server context per turn.
 
     Args:
@@ -90,60 +119,10 @@ class NineninesixTTSService(TurnTTSService):
         TTSInvalidOptionError: a bad option (encoding, model...), before anything connects.
     """
 
-    Settings = NineninesixTTSSettings
-    _settings: NineninesixTTSSettings
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        *,
-        base_url: str = DEFAULT_BASE_URL,
-        encoding: str = "pcm_s16le",
-        sample_rate: int | None = None,
-        settings: TTSSettings | None = None,
-        http_session: aiohttp.ClientSession | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        store = _store_settings(settings)
-        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options)
-        super().__init__(
-            provider=provider,
-            settings=store,
-            secrets=(api_key, os.environ.get("NINENINESIX_API_KEY")),
-            sample_rate=sample_rate,
-            **kwargs,
-        )
-
-
-class NineninesixHttpTTSService(TurnHttpTTSService):
+class NineninesixHttpTTSService(_NineninesixService, TurnHttpTTSService):
     """Nineninesix TTS over ``POST /tts/sse``, for deployments that cannot hold a WebSocket.
 
     Every sentence is one request; its audio frames are pushed as the server-sent events arrive. Same
     arguments as :class:`NineninesixTTSService`.
     """
-
-    Settings = NineninesixTTSSettings
-    _settings: NineninesixTTSSettings
-
-    def __init__(
-        self,
-        api_key: str | None = None,
-        *,
-        base_url: str = DEFAULT_BASE_URL,
-        encoding: str = "pcm_s16le",
-        sample_rate: int | None = None,
-        settings: TTSSettings | None = None,
-        http_session: aiohttp.ClientSession | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        store = _store_settings(settings)
-        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options)
-        super().__init__(
-            provider=provider,
-            settings=store,
-            secrets=(api_key, os.environ.get("NINENINESIX_API_KEY")),
-            sample_rate=sample_rate,
-            **kwargs,
-        )
