@@ -562,10 +562,10 @@ class KittaGeneration:
                         return
                     if self._error is not None:
                         raise self._error
-                    err = session.error
-                    if err is None:  # closed locally without finish
+                    ended_with = session.error
+                    if ended_with is None:  # closed locally without finish
                         return
-                    await self._retry_or_fail(err)
+                    await self._retry_or_fail(ended_with)
                     continue
                 if isinstance(item, AudioEvent):
                     if self._cancelled:

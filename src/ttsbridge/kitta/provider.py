@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
 
 from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
-from ttsbridge.kitta.client import KittaClient, KittaGeneration, KittaSession
+from ttsbridge.kitta.client import KittaAudio, KittaClient, KittaGeneration, KittaSession
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
 from ttsbridge.turns import Turn, TurnProvider
 
@@ -54,8 +54,8 @@ class KittaTurn(Turn):
     def __repr__(self) -> str:
         return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
 
-    @property  # type: ignore[override]
-    def id(self) -> str:
+    @property
+    def id(self) -> str:  # type: ignore[override]
         return self._gen.request_id
 
     @property
@@ -77,7 +77,7 @@ class KittaTurn(Turn):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         gen = self._gen
         # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
-        async with contextlib.aclosing(gen.__aiter__()) as chunks:
+        async with contextlib.aclosing(cast("AsyncGenerator[KittaAudio, None]", gen.__aiter__())) as chunks:
             async for chunk in chunks:
                 resampler = self._resampler
                 if resampler is None or resampler.in_rate != chunk.sample_rate:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -15,7 +15,7 @@ Model = Literal["gepard-1.0"]
 ENCODINGS: tuple[str, ...] = ("pcm_s16le", "pcm_mulaw", "pcm_alaw")
 SAMPLE_RATES: tuple[int, ...] = (8000, 16000, 22050)
 MODELS: tuple[str, ...] = ("gepard-1.0",)
-NATIVE_SAMPLE_RATE = 22050
+NATIVE_SAMPLE_RATE: Final = 22050
 DEFAULT_BASE_URL = "https://api.nineninesix.ai"
 
 

@@ -195,7 +195,7 @@ class NineninesixProtocol:
         req = GenerationRequest(
             transcript=transcript,
             context_id=context_id,
-            continue_=continue_,
+            continue_=continue_,  # type: ignore[call-arg]  # the alias of the wire's `continue`
             model_id=model,
             voice=VoiceSpecifier(id=voice) if voice else None,
             # Every request carries the format: the server fixes it from the first that does, and a

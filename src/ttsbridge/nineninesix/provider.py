@@ -15,8 +15,8 @@ import contextlib
 import logging
 import random
 import weakref
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, cast
 
 import aiohttp
 
@@ -169,7 +169,9 @@ class NineninesixTurn(Turn):
                 ctx = self._ctx
                 assert ctx is not None
                 try:
-                    async with contextlib.aclosing(ctx.__aiter__()) as chunks:
+                    async with contextlib.aclosing(
+                        cast("AsyncGenerator[bytes, None]", ctx.__aiter__())
+                    ) as chunks:
                         async for pcm in chunks:
                             if self._cancelled:
                                 return

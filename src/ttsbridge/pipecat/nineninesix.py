@@ -71,9 +71,6 @@ def _provider(
 class _NineninesixService:
     """The constructor both Nineninesix services share: build the provider, hand it to the turn base."""
 
-    Settings = NineninesixTTSSettings
-    _settings: NineninesixTTSSettings
-
     def __init__(
         self,
         api_key: str | None = None,
@@ -119,6 +116,9 @@ class NineninesixTTSService(_NineninesixService, TurnTTSService):
         TTSInvalidOptionError: a bad option (encoding, model...), before anything connects.
     """
 
+    Settings = NineninesixTTSSettings
+    _settings: NineninesixTTSSettings
+
 
 class NineninesixHttpTTSService(_NineninesixService, TurnHttpTTSService):
     """Nineninesix TTS over ``POST /tts/sse``, for deployments that cannot hold a WebSocket.
@@ -126,3 +126,6 @@ class NineninesixHttpTTSService(_NineninesixService, TurnHttpTTSService):
     Every sentence is one request; its audio frames are pushed as the server-sent events arrive. Same
     arguments as :class:`NineninesixTTSService`.
     """
+
+    Settings = NineninesixTTSSettings
+    _settings: NineninesixTTSSettings
