@@ -186,8 +186,9 @@ class NineninesixContext:
             self._finish(None)
             return
         try:
-            await self._conn.send(frame)
-        except TTSBridgeError:
+            # bounded too: a socket whose send buffer is full must not hold a barge-in up
+            await asyncio.wait_for(self._conn.send(frame), timeout)
+        except (TTSBridgeError, asyncio.TimeoutError):
             self._finish(None)
             return
         if wait and proto.cancel_ack:
