@@ -7,7 +7,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from livekit.agents import APIConnectOptions, tts
+import pytest
+from livekit.agents import APIConnectOptions, APIError, tts
 from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT, TimedString
 
 from livekit import rtc
@@ -118,3 +119,21 @@ async def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(poll(), timeout)
+
+
+async def stream_until_error(
+    t: tts.TTS, text: str, conn_options: APIConnectOptions
+) -> tuple[list[tts.SynthesizedAudio], BaseException]:
+    """Run one stream that must fail; return the frames delivered before the failure and the error."""
+    events: list[tts.SynthesizedAudio] = []
+
+    async def run() -> None:
+        async with t.stream(conn_options=conn_options) as stream:
+            stream.push_text(text)
+            stream.end_input()
+            async for ev in stream:
+                events.append(ev)
+
+    with pytest.raises(APIError) as info:
+        await asyncio.wait_for(run(), BOUND)
+    return events, info.value

@@ -27,6 +27,7 @@ from lk_helpers import (
     pcm_of,
     run_stream,
     run_synthesize,
+    stream_until_error,
     timed_words,
     tone_len,
     wait_until,
@@ -56,24 +57,6 @@ CATALOG = {
 
 def contexts_seen(emu: Emulator) -> set[str]:
     return {m["context_id"] for _, m in emu.stats.messages if "context_id" in m}
-
-
-async def stream_until_error(
-    t: tts.TTS, text: str, conn_options: APIConnectOptions
-) -> tuple[list[tts.SynthesizedAudio], BaseException]:
-    """Run one stream that must fail; return the frames delivered before the failure and the error."""
-    events: list[tts.SynthesizedAudio] = []
-
-    async def run() -> None:
-        async with t.stream(conn_options=conn_options) as stream:
-            stream.push_text(text)
-            stream.end_input()
-            async for ev in stream:
-                events.append(ev)
-
-    with pytest.raises(APIError) as info:
-        await asyncio.wait_for(run(), BOUND)
-    return events, info.value
 
 
 # --- the catalog -------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import traceback
 from typing import Any
 
 import pytest
-from livekit.agents import APIConnectOptions, APIError, APIStatusError, APITimeoutError, Plugin, tts
+from livekit.agents import APIConnectOptions, APIError, APIStatusError, APITimeoutError, Plugin
 from lk_helpers import (
     BOUND,
     FAST,
@@ -22,6 +22,7 @@ from lk_helpers import (
     pcm_of,
     run_stream,
     run_synthesize,
+    stream_until_error,
     timed_words,
     tone_len,
     wait_until,
@@ -40,23 +41,6 @@ def make_kitta(emu: Emulator, **kw: Any) -> kitta.TTS:
     kw.setdefault("voice", TONE_VOICE_ID)
     kw.setdefault("client_options", dict(FAST_CLIENT))
     return kitta.TTS(emu.config.kitta.a_valid_key(), base_url=emu.base_url, **kw)
-
-
-async def stream_until_error(
-    t: tts.TTS, text: str, conn_options: APIConnectOptions
-) -> tuple[list[tts.SynthesizedAudio], APIError]:
-    events: list[tts.SynthesizedAudio] = []
-
-    async def run() -> None:
-        async with t.stream(conn_options=conn_options) as stream:
-            stream.push_text(text)
-            stream.end_input()
-            async for ev in stream:
-                events.append(ev)
-
-    with pytest.raises(APIError) as info:
-        await asyncio.wait_for(run(), BOUND)
-    return events, info.value
 
 
 def test_plugin_is_registered_with_its_logger() -> None:
