@@ -50,7 +50,16 @@ def test_say_nothing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_bad_option_is_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["say", "Hi.", "--out", str(tmp_path / "x.wav"), "--base-url", "ftp://nowhere", "--api-key", "sk_996_k"]
+    args = [
+        "say",
+        "Hi.",
+        "--out",
+        str(tmp_path / "x.wav"),
+        "--base-url",
+        "ftp://nowhere",
+        "--api-key",
+        "sk_996_k",
+    ]
     assert main(args) == 1
     assert "base_url" in capsys.readouterr().err
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from support import wait_until as poll
 from ttsbridge.emulator import Emulator
 from ttsbridge.errors import TTSConnectionError
 from ttsbridge.kitta import KittaClient, KittaTurn, KittaTurnProvider
@@ -26,14 +27,6 @@ async def collect(turn: Any, timeout: float = WAIT) -> bytes:
         return b"".join([c async for c in turn])
 
     return await asyncio.wait_for(run(), timeout)
-
-
-async def poll(cond: Callable[[], bool], timeout: float = WAIT) -> None:
-    async def run() -> None:
-        while not cond():  # noqa: ASYNC110 - a bounded poll of client state that has no event
-            await asyncio.sleep(0.005)
-
-    await asyncio.wait_for(run(), timeout)
 
 
 # --- timeouts ----------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -111,14 +111,6 @@ def tone_len(text: str) -> float:
 
 def combined(events: list[tts.SynthesizedAudio]) -> rtc.AudioFrame:
     return rtc.combine_audio_frames([e.frame for e in events])
-
-
-async def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    async def poll() -> None:
-        while not cond():  # noqa: ASYNC110 - a bounded poll of emulator counters that have no event
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def stream_until_error(

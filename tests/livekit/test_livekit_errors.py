@@ -30,10 +30,10 @@ from lk_helpers import (
     stream_until_error,
     timed_words,
     tone_len,
-    wait_until,
     window,
 )
 
+from support import wait_until
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault, tone_frequency
 

@@ -25,11 +25,11 @@ from lk_helpers import (
     stream_until_error,
     timed_words,
     tone_len,
-    wait_until,
     window,
 )
 
 from livekit.plugins import kitta
+from support import wait_until
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, tone_frequency
 from ttsbridge.emulator.kitta import KittaConfig

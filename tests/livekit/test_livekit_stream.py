@@ -22,11 +22,11 @@ from lk_helpers import (
     run_stream,
     timed_words,
     tone_len,
-    wait_until,
     window,
 )
 
 from livekit.plugins import nineninesix
+from support import wait_until
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_frequency
 from ttsbridge.livekit_adapter import DEFAULT_CHARS_PER_SECOND

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
+from support import wait_until
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault, tone_frequency
 from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
@@ -54,14 +55,6 @@ def seconds(pcm: bytes, rate: int) -> float:
 def segment(pcm: bytes, rate: int, start_s: float, dur_s: float) -> bytes:
     a = int(start_s * rate) * 2
     return pcm[a : a + int(dur_s * rate) * 2]
-
-
-async def wait_until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    async def poll() -> None:
-        while not cond():  # noqa: ASYNC110 - a bounded poll of state that has no event to wait on
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 def tone_len(text: str) -> float:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from support import wait_until as poll
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault
 from ttsbridge.errors import TTSConnectionError, TTSTimeoutError
 from ttsbridge.nineninesix import (
@@ -47,14 +48,6 @@ async def collect(it: Any, timeout: float = WAIT) -> bytes:
         return bytes(out)
 
     return await asyncio.wait_for(run(), timeout)
-
-
-async def poll(cond: Callable[[], bool], timeout: float = WAIT) -> None:
-    async def run() -> None:
-        while not cond():  # noqa: ASYNC110 - a bounded poll of client state that has no event
-            await asyncio.sleep(0.005)
-
-    await asyncio.wait_for(run(), timeout)
 
 
 def cancels_of(emu: Emulator) -> list[str]:
