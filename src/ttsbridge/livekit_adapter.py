@@ -333,6 +333,12 @@ class TurnTTS(tts.TTS):
         logger: logging.Logger | None = None,
         secrets: tuple[str, ...] = (),
     ) -> None:
+        if (
+            isinstance(sample_rate, bool)
+            or not isinstance(sample_rate, int)
+            or not 8000 <= sample_rate <= 96000
+        ):
+            raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
             sample_rate=sample_rate,
@@ -382,6 +388,18 @@ class TurnTTS(tts.TTS):
             chars * _CPS_DECAY + timer.weight_total,
             seconds * _CPS_DECAY + timer.audio_seconds,
         )
+
+    def _apply_option_changes(self, changes: dict[str, Any], *, voice_field: str) -> None:
+        """``update_options`` of the plugins: validate and apply ``changes`` on the provider, keep the metrics'
+        model name in step, and re-learn the speaking rate when the voice changed."""
+        if not changes:
+            return
+        provider: Any = self._turn_provider
+        before = getattr(provider.options, voice_field)
+        provider.update_options(**changes)
+        self._model = provider.options.model
+        if getattr(provider.options, voice_field) != before:
+            self._reset_rate()  # word timing re-learns the new voice's speaking rate
 
     def _reset_rate(self, chars_per_second: float = DEFAULT_CHARS_PER_SECOND) -> None:
         """Forget the measured rate (the voice changed)."""

@@ -107,6 +107,20 @@ _ws_log = logging.getLogger("ttsbridge.kitta.websockets")
 _ws_log.addFilter(_RedactFilter())
 
 
+API_KEY_ENV = "KITTA_API_KEY"
+
+
+def resolve_api_key(api_key: str | None) -> str:
+    """The key from the argument or ``$KITTA_API_KEY``, registered with the redactor; a clear error if none."""
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+    register_secret(key)
+    if not key or not key.strip():
+        raise TTSInvalidOptionError(
+            "api_key", None, f"a Kitta API key, passed as api_key= or set in ${API_KEY_ENV}"
+        )
+    return key
+
+
 class KittaAudio(NamedTuple):
     """PCM16 LE mono audio at ``sample_rate`` (the server's rate for this session)."""
 
@@ -681,10 +695,7 @@ class KittaClient:
         resume_after_audio: bool = True,
         proxy: str | bool | None = True,
     ) -> None:
-        key = api_key if api_key is not None else os.environ.get("KITTA_API_KEY")
-        register_secret(key)
-        if not key or not key.strip():
-            raise TTSInvalidOptionError("api_key", None, "a Kitta API key (argument or $KITTA_API_KEY)")
+        key = resolve_api_key(api_key)
         if auth not in ("header", "frame"):
             raise TTSInvalidOptionError("auth", auth, ["header", "frame"])
         for name, value, low in (

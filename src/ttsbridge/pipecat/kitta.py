@@ -15,7 +15,6 @@ cancel event). Everything else (turns, barge-in, transcript, errors, metrics) is
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -25,12 +24,12 @@ from pipecat.utils.types import NOT_GIVEN, NotGiven
 
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
+from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.kitta.models import DEFAULT_MODEL
 from ttsbridge.pipecat._base import TurnTTSService
 
 __all__ = ["KittaTTSService", "KittaTTSSettings"]
 
-API_KEY_ENV = "KITTA_API_KEY"
 _OPTIONAL = (
     "speed",
     "volume",
@@ -99,11 +98,7 @@ class KittaTTSService(TurnTTSService):
         provider_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        key = api_key or os.environ.get(API_KEY_ENV)
-        if not key or not key.strip():
-            raise TTSInvalidOptionError(
-                "api_key", None, f"a Kitta API key, passed as api_key= or set in ${API_KEY_ENV}"
-            )
+        key = resolve_api_key(api_key)
         store = KittaTTSSettings(model=DEFAULT_MODEL, voice=None, language=None, **dict.fromkeys(_OPTIONAL))
         if settings is not None:
             store.apply_update(settings)  # type: ignore[arg-type]

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from livekit.agents import tokenize
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 
-from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
+from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.livekit_adapter import TurnChunkedStream, TurnSynthesizeStream, TurnTTS
 
 from .log import logger
 from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
-
-API_KEY_ENV = "KITTA_API_KEY"
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
@@ -65,17 +62,7 @@ class TTS(TurnTTS):
         Raises:
             TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
         """
-        key = api_key or os.environ.get(API_KEY_ENV)
-        if not key or not key.strip():
-            raise TTSInvalidOptionError(
-                "api_key", None, f"a Kitta API key, passed as api_key= or set in ${API_KEY_ENV}"
-            )
-        if (
-            isinstance(sample_rate, bool)
-            or not isinstance(sample_rate, int)
-            or not 8000 <= sample_rate <= 96000
-        ):
-            raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
+        key = resolve_api_key(api_key)
         given = {
             "language": language,
             "speed": speed,
@@ -152,10 +139,4 @@ class TTS(TurnTTS):
             changes["voice_id"] = voice
         if is_given(model):
             changes["model"] = model
-        if not changes:
-            return
-        before = self._provider_impl.options.voice_id
-        self._provider_impl.update_options(**changes)
-        self._model = self._provider_impl.options.model
-        if self._provider_impl.options.voice_id != before:
-            self._reset_rate()  # word timing re-learns the new voice's speaking rate
+        self._apply_option_changes(changes, voice_field="voice_id")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import aiohttp
@@ -10,9 +9,9 @@ from livekit.agents import tokenize, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 
-from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.livekit_adapter import TurnChunkedStream, TurnSynthesizeStream, TurnTTS
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
+from ttsbridge.nineninesix.client import resolve_api_key
 
 from .log import logger
 from .models import (
@@ -23,8 +22,6 @@ from .models import (
     TTSModels,
     TTSWireSampleRate,
 )
-
-API_KEY_ENV = "NINENINESIX_API_KEY"
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
@@ -73,19 +70,7 @@ class TTS(TurnTTS):
         Raises:
             TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
         """
-        key = api_key or os.environ.get(API_KEY_ENV)
-        if not key:
-            raise TTSInvalidOptionError(
-                "api_key",
-                None,
-                f"a Nineninesix key (sk_996_...), passed as api_key= or set in ${API_KEY_ENV}",
-            )
-        if (
-            isinstance(sample_rate, bool)
-            or not isinstance(sample_rate, int)
-            or not 8000 <= sample_rate <= 96000
-        ):
-            raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
+        key = resolve_api_key(api_key)
         options = NineninesixOptions(
             model=model,
             voice=voice,
@@ -152,10 +137,4 @@ class TTS(TurnTTS):
             changes["encoding"] = encoding
         if is_given(wire_sample_rate):
             changes["sample_rate"] = wire_sample_rate
-        if not changes:
-            return
-        before = self._provider_impl.options.voice
-        self._provider_impl.update_options(**changes)
-        if self._provider_impl.options.voice != before:
-            self._reset_rate()  # word timing re-learns the new voice's speaking rate
-        self._model = self._provider_impl.options.model
+        self._apply_option_changes(changes, voice_field="voice")
