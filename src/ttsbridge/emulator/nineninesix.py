@@ -836,17 +836,34 @@ def _fault_label(fault: Fault) -> str:
     return f"error:{fault.error_code}" if fault.action == "error" else fault.action
 
 
-async def handle_bytes(request: web.Request) -> web.StreamResponse:
-    emu: Emulator = request.app[EMULATOR_KEY]
+async def _http_begin(request: web.Request, containers: tuple[str, ...]) -> _HttpRender | web.Response:
+    """The shared start of ``/tts/bytes`` and ``/tts/sse``: key, body, then a concurrency slot and credits.
+    Returns the render, or the error answer to send instead."""
     if (denied := _http_check_key(request)) is not None:
         return denied
-    job, err = await _http_parse(request, CONTAINERS_HTTP)
+    job, err = await _http_parse(request, containers)
     if job is None:
         assert err is not None
         return err
-    r = _HttpRender(emu, job)
+    r = _HttpRender(request.app[EMULATOR_KEY], job)
     if (denied := r.begin()) is not None:
         return denied
+    return r
+
+
+async def _http_cut(r: _HttpRender, request: web.Request, fault: Fault) -> None:
+    """A fault fires mid-body, after the status went out: stall first if asked, then drop the connection."""
+    if fault.action == "stall":
+        await r.stall(request)
+    if request.transport is not None:
+        request.transport.abort()
+
+
+async def handle_bytes(request: web.Request) -> web.StreamResponse:
+    begun = await _http_begin(request, CONTAINERS_HTTP)
+    if isinstance(begun, web.Response):
+        return begun
+    r, job = begun, begun.job
     refund = True
     try:
         if (answer := r.early_error()) is not None:
@@ -868,10 +885,7 @@ async def handle_bytes(request: web.Request) -> web.StreamResponse:
             return resp
         # The fault fires mid-body: the status is sent already, so the body is cut short (or stalls).
         refund = fault.action == "error"
-        if fault.action == "stall":
-            await r.stall(request)
-        if request.transport is not None:
-            request.transport.abort()
+        await _http_cut(r, request, fault)
         return resp
     finally:
         r.end(refund=refund)
@@ -883,15 +897,10 @@ def _sse(event: dict[str, Any]) -> bytes:
 
 async def handle_sse(request: web.Request) -> web.StreamResponse:
     emu: Emulator = request.app[EMULATOR_KEY]
-    if (denied := _http_check_key(request)) is not None:
-        return denied
-    job, err = await _http_parse(request, CONTAINERS_WS)
-    if job is None:
-        assert err is not None
-        return err
-    r = _HttpRender(emu, job)
-    if (denied := r.begin()) is not None:
-        return denied
+    begun = await _http_begin(request, CONTAINERS_WS)
+    if isinstance(begun, web.Response):
+        return begun
+    r, job = begun, begun.job
     refund = True
     try:
         if (answer := r.early_error()) is not None:
@@ -921,10 +930,7 @@ async def handle_sse(request: web.Request) -> web.StreamResponse:
         if fault.action == "close":
             await resp.write_eof()  # the stream just ends: no done event
             return resp
-        if fault.action == "stall":
-            await r.stall(request)
-        if request.transport is not None:
-            request.transport.abort()
+        await _http_cut(r, request, fault)
         return resp
     finally:
         r.end(refund=refund)
