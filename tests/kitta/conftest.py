@@ -62,45 +62,40 @@ def tone_options() -> KittaOptions:
     return KittaOptions(voice_id=TONE_VOICE_ID, model="fishaudio-s21pro-flash")
 
 
-@pytest.fixture
-async def make_client(
-    kemu: Emulator, kitta_key: str, tone_options: KittaOptions
-) -> AsyncIterator[Callable[..., KittaClient]]:
-    clients: list[KittaClient] = []
+@contextlib.asynccontextmanager
+async def _factory(
+    cls: type[Any], kemu: Emulator, kitta_key: str, tone_options: KittaOptions
+) -> AsyncIterator[Callable[..., Any]]:
+    """Build ``cls`` (client or provider) against the emulator with fast retries; close them all after."""
+    made: list[Any] = []
 
-    def _make(**kwargs: Any) -> KittaClient:
+    def _make(**kwargs: Any) -> Any:
         kwargs.setdefault("base_url", kemu.base_url)
         kwargs.setdefault("options", tone_options)
         kwargs.setdefault("backoff_initial", 0.01)
         kwargs.setdefault("backoff_max", 0.05)
         kwargs.setdefault("event_timeout", 5.0)
-        client = KittaClient(kwargs.pop("api_key", kitta_key), **kwargs)
-        clients.append(client)
-        return client
+        obj = cls(kwargs.pop("api_key", kitta_key), **kwargs)
+        made.append(obj)
+        return obj
 
     yield _make
-    for client in clients:
+    for obj in made:
         with contextlib.suppress(Exception):
-            await client.aclose()
+            await obj.aclose()
+
+
+@pytest.fixture
+async def make_client(
+    kemu: Emulator, kitta_key: str, tone_options: KittaOptions
+) -> AsyncIterator[Callable[..., KittaClient]]:
+    async with _factory(KittaClient, kemu, kitta_key, tone_options) as make:
+        yield make
 
 
 @pytest.fixture
 async def make_provider(
     kemu: Emulator, kitta_key: str, tone_options: KittaOptions
 ) -> AsyncIterator[Callable[..., KittaTurnProvider]]:
-    providers: list[KittaTurnProvider] = []
-
-    def _make(**kwargs: Any) -> KittaTurnProvider:
-        kwargs.setdefault("base_url", kemu.base_url)
-        kwargs.setdefault("options", tone_options)
-        kwargs.setdefault("backoff_initial", 0.01)
-        kwargs.setdefault("backoff_max", 0.05)
-        kwargs.setdefault("event_timeout", 5.0)
-        provider = KittaTurnProvider(kwargs.pop("api_key", kitta_key), **kwargs)
-        providers.append(provider)
-        return provider
-
-    yield _make
-    for provider in providers:
-        with contextlib.suppress(Exception):
-            await provider.aclose()
+    async with _factory(KittaTurnProvider, kemu, kitta_key, tone_options) as make:
+        yield make
