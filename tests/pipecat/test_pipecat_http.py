@@ -125,15 +125,18 @@ async def test_server_error_ends_the_turn_and_the_next_one_plays(emu: Emulator) 
     assert len(audio_of(probe.frames, second)) / 2 / 24000 == pytest.approx(tone_len(NEXT), abs=0.02)
 
 
-async def test_no_credits_is_fatal() -> None:
+async def test_no_credits_fails_each_turn_once_and_keeps_the_service() -> None:
+    """402 is QUOTA, which Pipecat treats as recoverable: each turn that meets an empty balance fails once (one
+    request, no retry) and the service stays usable (a top-up would bring the next turn back)."""
     async with Emulator(EmulatorConfig(default_voice=TONE_VOICE_ID, credits=5)) as emu:
         tts = make_http_tts(emu)
         down, up = await run(tts, [TTSSpeakFrame(S1), TTSSpeakFrame(NEXT)], rate=24000)
 
     errors = errors_of(up)
-    assert [e.category for e in errors] == [ErrorCategory.QUOTA]
-    assert not tts.is_usable
+    assert [e.category for e in errors] == [ErrorCategory.QUOTA, ErrorCategory.QUOTA]
+    assert tts.is_usable
     assert not audio_of(down)
+    assert emu.stats.http_requests == 2
 
 
 async def test_bad_key_is_fatal() -> None:
