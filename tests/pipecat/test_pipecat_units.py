@@ -143,7 +143,7 @@ def api_error(code: str, status: int | None) -> TTSAPIError:
         ("not_initialized", 503, ErrorCategory.SERVER, False),
         ("upstream_unavailable", 502, ErrorCategory.SERVER, False),
         ("internal_error", None, ErrorCategory.SERVER, False),
-        ("quota_exceeded", None, ErrorCategory.QUOTA, False),  # Kitta: the session's units; the next one starts afresh
+        ("quota_exceeded", None, ErrorCategory.QUOTA, False),  # Kitta: per session; the next starts afresh
         ("invalid_state", None, ErrorCategory.UNKNOWN, False),
         ("forbidden", 403, ErrorCategory.AUTHORIZATION, True),
         ("context_not_found", 404, ErrorCategory.UNKNOWN, False),
