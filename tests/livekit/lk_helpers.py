@@ -87,6 +87,20 @@ def check_stream_events(t: tts.TTS, events: list[tts.SynthesizedAudio]) -> None:
     assert all(e.frame.num_channels == t.num_channels == 1 for e in events)
 
 
+def check_synthesize_events(t: tts.TTS, events: list[tts.SynthesizedAudio]) -> None:
+    """What livekit/agents' ``test_tts_synthesize`` checks of one ``synthesize()``: one request_id, only the
+    last frame final, the last two frames non-empty and under 250 ms, every frame at the declared rate and
+    channel count (the metrics event is counted by the caller)."""
+    assert len(events) >= 2, "expected at least two frames"
+    assert events[0].request_id and all(e.request_id == events[0].request_id for e in events)
+    assert events[-1].is_final
+    assert not any(e.is_final for e in events[:-1]), "only the last frame is final"
+    assert 0 < events[-2].frame.duration < 0.25 and 0 < events[-1].frame.duration < 0.25
+    assert all(0 < e.frame.duration < 0.25 for e in events), [e.frame.duration for e in events]
+    assert all(e.frame.sample_rate == t.sample_rate for e in events)
+    assert all(e.frame.num_channels == t.num_channels == 1 for e in events)
+
+
 def pcm_of(events: list[tts.SynthesizedAudio]) -> bytes:
     return b"".join(e.frame.data.tobytes() for e in events)
 

@@ -125,6 +125,28 @@ async def test_non_retryable_error_is_not_retried(emu: Emulator) -> None:
     assert [e.recoverable for e in ev.errors] == [False]
 
 
+async def test_quota_exceeded_fails_one_stream_once_and_the_next_stream_speaks(emu: Emulator) -> None:
+    """Kitta's quota error is not retryable (the same session would exceed the same limit), so LiveKit's
+    max_retry=3 makes no second attempt; the TTS is not written off: the next stream is a new session."""
+    emu.config.kitta.max_session_units = 10
+    t = make_kitta(emu)
+    ev = Events(t)
+    try:
+        opts = APIConnectOptions(max_retry=3, retry_interval=0.0, timeout=5.0)
+        events, err = await stream_until_error(t, S1, opts)
+        assert isinstance(err, APIStatusError) and err.retryable is False
+        assert err.body["error_code"] == "quota_exceeded"  # type: ignore[index]
+        assert emu.stats.kitta_errors == ["quota_exceeded"]  # one attempt
+        emu.config.kitta.max_session_units = 100_000
+        after = await run_stream(t, S2)
+    finally:
+        await t.aclose()
+    assert events == []
+    assert [e.recoverable for e in ev.errors] == [False]
+    check_stream_events(t, after)
+    assert duration_of(after) == pytest.approx(tone_len(S2), abs=0.05)
+
+
 async def test_retryable_error_before_audio_is_retried_by_livekit(emu: Emulator) -> None:
     t = make_kitta(emu, standby=False, client_options={**FAST_CLIENT, "max_retries": 0})
     ev = Events(t)

@@ -457,11 +457,14 @@ async def test_http_needs_a_voice_and_says_so_before_sending(emu: Emulator) -> N
     provider = NineninesixTurnProvider(emu.api_key, base_url=emu.base_url)  # no voice
     try:
         with pytest.raises(TTSInvalidOptionError, match="voice"):
-            async for _ in provider.synthesize(S1, sample_rate=16000):
+            async for _ in provider.http.tts_sse(S1):
                 pass
+        # the provider's one-shot synthesis speaks the default voice over the WebSocket instead
+        pcm = b"".join([c async for c in provider.synthesize(S1, sample_rate=16000)])
     finally:
         await provider.aclose()
     assert emu.stats.http_requests == 0
+    assert len(pcm) / 2 / 16000 == pytest.approx(0.06 * len(S1), abs=0.03)
 
 
 async def test_cancel_can_wait_for_the_acknowledgement(emu: Emulator) -> None:

@@ -6,9 +6,10 @@ once because the service ends it, not because Pipecat gave up waiting (the run i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from loguru import logger
@@ -38,8 +39,8 @@ from pipecat.frames.frames import (
 )
 from pipecat.utils.errors import ErrorCategory
 
-from ttsbridge.emulator import Emulator, EmulatorConfig, Fault
-from ttsbridge.pipecat import NineninesixTTSService
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault
+from ttsbridge.pipecat import KittaTTSService, NineninesixHttpTTSService, NineninesixTTSService
 
 NEXT = "Is there anything else?"
 NO_IDLE_TIMEOUT = {"stop_frame_timeout_s": 60.0}
@@ -80,7 +81,7 @@ def assert_heard_part_of(words: list[str], sentence: str) -> None:
 # error_code -> (category, fatal, socket closes)
 CATALOG = {
     "unknown_model": (ErrorCategory.INVALID_REQUEST, True, True),
-    "insufficient_credits": (ErrorCategory.QUOTA, True, True),
+    "insufficient_credits": (ErrorCategory.QUOTA, False, True),  # credits can be topped up mid-call
     "voice_not_found": (ErrorCategory.INVALID_REQUEST, True, True),
     "unsupported_container": (ErrorCategory.INVALID_REQUEST, True, True),
     "unsupported_encoding": (ErrorCategory.INVALID_REQUEST, True, True),
@@ -121,6 +122,103 @@ async def test_catalog_error(emu: Emulator, code: str) -> None:
         assert len(ctxs) == 2
         assert len(audio_of(down, ctxs[1])) / 2 / 24000 == pytest.approx(tone_len(NEXT), abs=0.02)
         assert emu.stats.ws_connections == (2 if closes else 1)
+
+
+def between_turns(event: asyncio.Event, action: Callable[[], None]) -> tuple[asyncio.Task[None], WaitFor]:
+    """Run ``action`` once ``event`` is set (the first turn has stopped); the returned ``WaitFor`` holds the
+    next turn until it has run."""
+    done = WaitFor()
+
+    async def run_action() -> None:
+        await event.wait()
+        action()
+        done.event.set()
+
+    return asyncio.create_task(run_action()), done
+
+
+def server_contexts(emu: Emulator) -> set[str]:
+    return {m["context_id"] for _, m in emu.stats.messages if m.get("context_id")}
+
+
+@pytest.mark.parametrize("service", [NineninesixTTSService, NineninesixHttpTTSService])
+async def test_out_of_credits_fails_one_turn_once_and_the_next_turn_speaks(
+    emu: Emulator, service: type[NineninesixTTSService | NineninesixHttpTTSService]
+) -> None:
+    """Credits run out on turn 1 (402: QUOTA, which Pipecat treats as recoverable); the account is topped up;
+    turn 2 speaks on the same service. Turn 1 is attempted exactly once: no retry, no storm."""
+    emu.config.credits = 0
+    tts = service(
+        emu.api_key,
+        base_url=emu.base_url,
+        settings=service.Settings(voice=TONE_VOICE_ID),
+        **NO_IDLE_TIMEOUT,
+    )
+    gate, probe = Gate(), Probe()
+    seen: list[tuple[int, list[str], int]] = []
+
+    def top_up() -> None:
+        codes = [code for _, code in emu.stats.errors_sent]
+        seen.append((len(server_contexts(emu)), codes, emu.stats.http_requests))
+        emu.config.credits = None
+
+    task, topped_up = between_turns(probe.stopped, top_up)
+    try:
+        _, up = await run(pipeline(gate, tts, probe), [*turn(S1, S2, S3), topped_up, *turn(NEXT)], rate=24000)
+    finally:
+        task.cancel()
+
+    errors = [e for e in errors_of(up) if e.processor is tts]
+    assert [e.category for e in errors] == [ErrorCategory.QUOTA], [e.error for e in errors]
+    assert tts.is_usable
+    ((contexts_seen, codes, http_requests),) = seen
+    if service is NineninesixTTSService:
+        assert (contexts_seen, codes) == (1, ["insufficient_credits"])  # one context, one refusal
+        assert emu.stats.ws_connections == 2  # the server closed the first socket; turn 2 reconnected
+    else:
+        assert (http_requests, codes) == (1, ["insufficient_credits"])  # one request, not one per sentence
+    first, second = stopped_contexts(probe.frames)
+    assert not audio_of(probe.frames, first)
+    assert len(audio_of(probe.frames, second)) / 2 / 24000 == pytest.approx(tone_len(NEXT), abs=0.02)
+
+
+def stopped_contexts(frames: list) -> list[str]:
+    return list(dict.fromkeys(f.context_id for f in frames if isinstance(f, TTSStoppedFrame)))
+
+
+async def test_kitta_quota_exceeded_fails_one_turn_once_and_the_next_turn_speaks(emu: Emulator) -> None:
+    """Kitta's quota error (``quota_exceeded``: the session's billable units) is QUOTA, not permanent: the
+    turn that hit it ends, the limit is raised, and the next turn (a new session) speaks."""
+    kitta = emu.config.kitta
+    kitta.max_session_units = 10  # less than any sentence of turn 1
+    tts = KittaTTSService(
+        kitta.a_valid_key(),
+        base_url=emu.base_url,
+        settings=KittaTTSService.Settings(voice=TONE_VOICE_ID),
+        provider_options={"backoff_initial": 0.01, "backoff_max": 0.05, "event_timeout": 5.0},
+        **NO_IDLE_TIMEOUT,
+    )
+    gate, probe = Gate(), Probe()
+    seen: list[list[str]] = []
+
+    def raise_limit() -> None:
+        seen.append(list(emu.stats.kitta_errors))
+        kitta.max_session_units = 100_000
+
+    task, raised = between_turns(probe.stopped, raise_limit)
+    try:
+        _, up = await run(pipeline(gate, tts, probe), [*turn(S1, S2, S3), raised, *turn(NEXT)], rate=24000)
+    finally:
+        task.cancel()
+
+    errors = [e for e in errors_of(up) if e.processor is tts]
+    assert [e.category for e in errors] == [ErrorCategory.QUOTA], [e.error for e in errors]
+    assert tts.is_usable
+    assert seen == [["quota_exceeded"]]  # turn 1 was refused once and not retried
+    first, second = stopped_contexts(probe.frames)
+    assert not audio_of(probe.frames, first)
+    assert len(audio_of(probe.frames, second)) / 2 / 24000 == pytest.approx(tone_len(NEXT), abs=0.05)
+    assert [t.strip() for t in emu.stats.kitta_segment_texts] == [NEXT]
 
 
 async def test_error_after_some_audio_keeps_only_heard_words(emu: Emulator) -> None:

@@ -87,6 +87,23 @@ async def test_llm_turn_over_sse(emu: Emulator, rate: int, encoding: str) -> Non
     assert [m["content"] for m in context.messages if m["role"] == "assistant"] == [f"{S1} {S2} {S3}"]
 
 
+async def test_no_voice_speaks_the_default_voice_over_the_websocket(emu: Emulator) -> None:
+    """``voice=None`` (the default) means the server's default voice, which only the WebSocket has
+    (``/tts/sse`` requires a voice): each sentence is one turn on one pooled socket, naming no voice."""
+    tts = NineninesixHttpTTSService(emu.api_key, base_url=emu.base_url, stop_frame_timeout_s=60.0)
+    assert tts.provider.options.voice is None  # type: ignore[attr-defined]
+    _, up = await run(pipeline(tts, probe := Probe()), llm_turn(S1, S2), rate=24000)
+
+    assert not errors_of(up)
+    assert (emu.stats.http_requests, emu.stats.ws_connections) == (0, 1)
+    requests = [m for _, m in emu.stats.messages if m.get("transcript", "").strip()]
+    assert [m["transcript"].strip() for m in requests] == [S1, S2]
+    assert not [m for m in requests if "voice" in m]
+    pcm = audio_of(probe.frames)
+    assert len(pcm) / 2 / 24000 == pytest.approx(tone_len(S1) + tone_len(S2), abs=0.03)
+    assert " ".join(words_of(probe.frames)) == f"{S1} {S2}"
+
+
 async def test_frames_stream_as_events_arrive_and_barge_in_stops_them(emu: Emulator) -> None:
     emu.config.realtime_factor = 2.0
     tts = make_http_tts(emu)
@@ -125,15 +142,18 @@ async def test_server_error_ends_the_turn_and_the_next_one_plays(emu: Emulator) 
     assert len(audio_of(probe.frames, second)) / 2 / 24000 == pytest.approx(tone_len(NEXT), abs=0.02)
 
 
-async def test_no_credits_is_fatal() -> None:
+async def test_no_credits_fails_each_turn_once_and_keeps_the_service() -> None:
+    """402 is QUOTA, which Pipecat treats as recoverable: each turn that meets an empty balance fails once (one
+    request, no retry) and the service stays usable (a top-up would bring the next turn back)."""
     async with Emulator(EmulatorConfig(default_voice=TONE_VOICE_ID, credits=5)) as emu:
         tts = make_http_tts(emu)
         down, up = await run(tts, [TTSSpeakFrame(S1), TTSSpeakFrame(NEXT)], rate=24000)
 
     errors = errors_of(up)
-    assert [e.category for e in errors] == [ErrorCategory.QUOTA]
-    assert not tts.is_usable
+    assert [e.category for e in errors] == [ErrorCategory.QUOTA, ErrorCategory.QUOTA]
+    assert tts.is_usable
     assert not audio_of(down)
+    assert emu.stats.http_requests == 2
 
 
 async def test_bad_key_is_fatal() -> None:

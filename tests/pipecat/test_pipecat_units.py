@@ -129,8 +129,9 @@ def api_error(code: str, status: int | None) -> TTSAPIError:
     ("code", "status", "category", "fatal"),
     [
         ("unauthorized", 401, ErrorCategory.AUTHENTICATION, True),
-        ("insufficient_credits", 402, ErrorCategory.QUOTA, True),
-        ("payment_required", 402, ErrorCategory.QUOTA, True),
+        # QUOTA is recoverable in Pipecat 1.14: an account can be topped up, so not fatal
+        ("insufficient_credits", 402, ErrorCategory.QUOTA, False),
+        ("payment_required", 402, ErrorCategory.QUOTA, False),
         ("voice_not_found", 404, ErrorCategory.INVALID_REQUEST, True),
         ("unknown_model", 400, ErrorCategory.INVALID_REQUEST, True),
         ("model_not_found", None, ErrorCategory.INVALID_REQUEST, True),
@@ -142,7 +143,7 @@ def api_error(code: str, status: int | None) -> TTSAPIError:
         ("not_initialized", 503, ErrorCategory.SERVER, False),
         ("upstream_unavailable", 502, ErrorCategory.SERVER, False),
         ("internal_error", None, ErrorCategory.SERVER, False),
-        ("quota_exceeded", None, ErrorCategory.UNKNOWN, False),  # Kitta: per-session units, not the account
+        ("quota_exceeded", None, ErrorCategory.QUOTA, False),  # Kitta: per session; the next starts afresh
         ("invalid_state", None, ErrorCategory.UNKNOWN, False),
         ("forbidden", 403, ErrorCategory.AUTHORIZATION, True),
         ("context_not_found", 404, ErrorCategory.UNKNOWN, False),

@@ -239,7 +239,8 @@ class NineninesixTurn(Turn):
 
 
 class NineninesixTurnProvider(TurnProvider):
-    """Turns over pooled Nineninesix WebSocket connections; one-shot synthesis over ``POST /tts/sse``.
+    """Turns over pooled Nineninesix WebSocket connections; one-shot synthesis over ``POST /tts/sse`` (over one
+    WebSocket turn when no voice is set: the HTTP endpoints require one).
 
     Args:
         api_key: the key, or None to read ``$NINENINESIX_API_KEY``.
@@ -301,8 +302,17 @@ class NineninesixTurnProvider(TurnProvider):
         await self.client.prewarm(fmt)
 
     async def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
-        """``POST /tts/sse``, resampled to ``sample_rate``, yielded as events arrive."""
+        """One-shot synthesis, resampled to ``sample_rate``, yielded as the audio arrives.
+
+        With a voice: ``POST /tts/sse``. Without one (``voice=None``, "the server's default voice"): one turn
+        on the WebSocket, the only transport that has a default voice (``/tts/bytes`` and ``/tts/sse``
+        require ``voice``, and no endpoint says which voice the default is, so it can't be looked up).
+        """
         opts = self._resolve(overrides)
+        if not opts.voice:
+            async for pcm in super().synthesize(text, sample_rate=sample_rate, **overrides):
+                yield pcm
+            return
         fmt = opts.output_format(sample_rate)
         resampler = StreamResampler(fmt.sample_rate, sample_rate)
         async for pcm in self.http.tts_sse(

@@ -15,8 +15,10 @@ What the base guarantees, whatever the provider:
   and stays up;
 * audio arrives already decoded and resampled to the pipeline's output rate, and is pushed as
   ``TTSAudioRawFrame``\\ s followed by ``TTSStoppedFrame`` when the turn is done;
-* a failed turn ends at once with an ``ErrorFrame`` (fatal for a bad key, no credits, an unknown voice or
-  model); the rest of its text is dropped, and never reaches the LLM context as if it had been spoken;
+* a failed turn ends at once with an ``ErrorFrame`` (permanent, i.e. the service becomes unusable, only for
+  a bad key, a key without access, an unknown voice, model or format; out of credits is ``QUOTA`` and the next
+  turn tries again); the rest of its text is dropped, and never reaches the LLM context as if it had been
+  spoken;
 * word-level ``TTSTextFrame``\\ s are emitted as the audio that carries them is pushed (see
   :mod:`ttsbridge.pipecat._words`), so an interrupted assistant message ends near where playback stopped.
 """

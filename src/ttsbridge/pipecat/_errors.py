@@ -4,6 +4,12 @@ Pipecat 1.14 reports a fatal error by making the processor *unusable* (a permane
 ``push_error(..., force_treat_as_permanent=True)``); the worker then applies its ``ProcessorUnusablePolicy``
 (``CANCEL`` does what the deprecated ``ErrorFrame.fatal=True`` did). Non-fatal errors end the turn they hit
 and leave the service usable.
+
+Fatal here means what Pipecat's own ``ErrorCategory.is_permanent`` means: retrying the same configuration can
+never succeed (a rejected key, a key without access, an unknown voice, model or format). Running out of
+credits is not that: Pipecat 1.14 files ``QUOTA`` as recoverable (an account can be topped up mid-call), so a
+402 ends the turn it hit, and the next turn tries again (once: the failed turn's remaining text is dropped,
+nothing is retried within it).
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ AUTH_CODES = frozenset(
         "invalid_token",
     }
 )
-#: Error codes that mean the account cannot pay for more audio.
-QUOTA_CODES = frozenset({"insufficient_credits", "insufficient_balance", "payment_required", "billing_limit"})
+#: Error codes that mean the account (or, Kitta ``quota_exceeded``, the session) cannot pay for more audio.
+QUOTA_CODES = frozenset(
+    {"insufficient_credits", "insufficient_balance", "payment_required", "billing_limit", "quota_exceeded"}
+)
 #: Error codes that mean the request names something the server does not have, or a format it won't make:
 #: retrying the same configuration can never succeed.
 INVALID_CODES = frozenset(
@@ -72,7 +80,8 @@ def classify(exc: BaseException) -> ErrorVerdict:
         if status == 403 or code == "forbidden":
             return ErrorVerdict(ErrorCategory.AUTHORIZATION, True)
         if code in QUOTA_CODES or status == 402:
-            return ErrorVerdict(ErrorCategory.QUOTA, True)
+            # Not permanent: credits can be topped up, and a Kitta session limit resets with the next session.
+            return ErrorVerdict(ErrorCategory.QUOTA, False)
         if code in INVALID_CODES:
             return ErrorVerdict(ErrorCategory.INVALID_REQUEST, True)
         if status == 429 or code in {"concurrent_limit", "rate_limited", "rate_limit"}:

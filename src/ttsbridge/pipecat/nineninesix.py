@@ -124,7 +124,9 @@ class NineninesixHttpTTSService(_NineninesixService, TurnHttpTTSService):
     """Nineninesix TTS over ``POST /tts/sse``, for deployments that cannot hold a WebSocket.
 
     Every sentence is one request; its audio frames are pushed as the server-sent events arrive. Same
-    arguments as :class:`NineninesixTTSService`.
+    arguments as :class:`NineninesixTTSService`. ``/tts/sse`` requires a voice: with ``voice=None`` (the
+    server's default voice, which only the WebSocket has) each sentence is spoken as one WebSocket turn
+    instead; set a voice to stay on HTTP.
     """
 
     Settings = NineninesixTTSSettings

@@ -50,13 +50,14 @@ class TTS(TurnTTS):
             api_key: ``sk_996_...``; read from ``$NINENINESIX_API_KEY`` when not given.
             base_url: API base (``https://`` for HTTP, the WebSocket URL is derived); point it at the
                 ttsbridge emulator for offline runs.
-            voice: voice id, or None for the server's default voice.
+            voice: voice id, or None for the server's default voice (then ``synthesize()`` goes over the
+                WebSocket too: the HTTP endpoints require a voice; see docs/livekit.md).
             model: ``"gepard-1.0"`` (the only model).
             encoding: encoding on the wire. ``pcm_mulaw``/``pcm_alaw`` halve the bandwidth; the plugin
                 decodes them, LiveKit always receives PCM16.
             sample_rate: the rate LiveKit receives. Rates the API lacks (24000, 48000...) are served at the
                 nearest wire rate (see ``wire_sample_rate``) and resampled locally.
-            http_session: aiohttp session for ``synthesize()`` (``POST /tts/sse``). Defaults to the job's
+            http_session: aiohttp session for ``synthesize()`` with a voice (``POST /tts/sse``). Defaults to the job's
                 shared session (``livekit.agents.utils.http_context``) when there is one.
             language: optional language code passed to the API.
             wire_sample_rate: force the rate asked of the server (8000/16000/22050); None picks
