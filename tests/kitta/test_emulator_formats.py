@@ -17,6 +17,7 @@ from test_emulator_endpoint import authed, raw
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_duration, tone_frequency
 from ttsbridge.emulator import encoders as encoders_module
+from ttsbridge.emulator.kitta import KittaConfig
 
 RATE = 24_000
 MP3_FRAME = 576  # samples per MPEG-2 Layer III frame (24 kHz)
@@ -118,6 +119,8 @@ async def test_missing_pyav_is_a_clear_unsupported_parameter(
         raise ImportError("No module named 'av'")
 
     monkeypatch.setattr(encoders_module, "_import_av", no_av)
+    note = KittaConfig().formats_note()
+    assert note.startswith("formats pcm; ") and "PyAV" in note and "ttsbridge[emulator]" in note
     for fmt in ("mp3", "wav"):
         async with authed(kitta_url, kitta_key) as r:
             await r.send(
@@ -157,7 +160,6 @@ async def test_an_explicit_key_set_is_strict(kemu: Emulator, kitta_url: str) -> 
 
 def test_keys_and_formats_lines() -> None:
     from ttsbridge.emulator import EmulatorConfig
-    from ttsbridge.emulator.kitta import KittaConfig
 
     line = EmulatorConfig().keys_line()
     assert line.count("any non-empty key") == 2 and "Nineninesix" in line and "Kitta" in line

@@ -84,4 +84,4 @@ class EmulatorConfig:
         """One line saying which keys each API accepts (the ``ttsbridge emulator`` start-up line)."""
         nns = describe_keys(self.api_keys, DEFAULT_API_KEY)
         kitta = describe_keys(self.kitta.api_keys, DEFAULT_KITTA_KEY)
-        return f"keys: Nineninesix {nns}; Kitta {kitta} (Bearer header or auth frame)"
+        return f"keys: Nineninesix {nns}; Kitta {kitta}"
