@@ -43,6 +43,10 @@ class StreamEncoder(Protocol):
         """Flush what the codec holds at the end of a segment."""
         ...
 
+    def close(self) -> None:
+        """Release the codec (the session ended); nothing more is sent."""
+        ...
+
 
 def _import_av() -> Any:
     import av  # the `emulator` extra
@@ -72,6 +76,9 @@ class _PcmEncoder:
 
     def end_segment(self) -> bytes:
         return b""
+
+    def close(self) -> None:
+        pass
 
 
 def _frame(av: Any, pcm: bytes, sample_rate: int, fmt: str, pts: int) -> Any:
@@ -122,6 +129,10 @@ class _WavEncoder:
     def end_segment(self) -> bytes:
         return self._sink.drain()
 
+    def close(self) -> None:
+        self._container.close()  # the trailer cannot patch a non-seekable stream; it is dropped
+        self._sink.drain()
+
 
 class _Mp3Encoder:
     def __init__(self, sample_rate: int) -> None:
@@ -154,6 +165,9 @@ class _Mp3Encoder:
             return b""
         codec, self._codec = self._codec, None
         return b"".join(bytes(p) for p in codec.encode(None))
+
+    def close(self) -> None:
+        self._codec = None
 
 
 def open_encoder(fmt: str, sample_rate: int) -> StreamEncoder:

@@ -469,6 +469,9 @@ class _Session:
             if not self.finished and not self.closing:
                 self.stats.kitta_client_closes += 1
             self._refund_pending()
+            if self.encoder is not None:
+                with contextlib.suppress(Exception):
+                    self.encoder.close()
             self.ep.notify()
             if not self.ws.closed:
                 with contextlib.suppress(Exception):
