@@ -11,6 +11,8 @@ written down in ``docs/kitta.md``; the short version:
 * Without the header the first frame must be ``{event: "auth", token}`` within ``auth_timeout_s``.
 * Session errors are an ``error {code, message, retryable, request_id?}`` event, then a close: 1008 for client
   mistakes, 1011 for retryable server failures, or the code the fault asks for.
+* Formats ``pcm``, ``wav`` and ``mp3`` (the last two through PyAV: ``ttsbridge.emulator.encoders``); a key is
+  any non-empty string unless ``KittaConfig.api_keys`` is set.
 * Units are characters of a segment (leading/trailing whitespace and fault markers excluded); a segment is
   reserved at ``flush``, committed at its first audio frame, refunded if it fails (or the client leaves)
   before any audio.
