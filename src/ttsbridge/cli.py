@@ -151,8 +151,8 @@ async def _emulator(args: argparse.Namespace) -> int:
         print(f"ttsbridge emulator listening on {emu.base_url}")
         print(f"  Nineninesix WebSocket: {emu.ws_url}?api_key={emu.api_key}")
         print(f"  Nineninesix HTTP:      {emu.base_url}/tts/bytes, /tts/sse, /voices")
-        print(f"  Kitta v2:              {emu.kitta_url}")
-        print(f"  any key that starts with sk_996_ works, e.g. {emu.api_key}")
+        print(f"  Kitta v2:              {emu.kitta_url} ({emu.config.kitta.formats_note()})")
+        print(f"  {emu.config.keys_line()}")
         print("press Ctrl+C to stop", flush=True)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()

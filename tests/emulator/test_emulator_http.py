@@ -105,6 +105,7 @@ async def test_bytes_raw_resampled(emulator: Emulator, http: aiohttp.ClientSessi
 async def test_http_auth_errors(
     emulator: Emulator, http: aiohttp.ClientSession, headers: dict[str, str], status: int, error: str
 ) -> None:
+    emulator.config.api_keys = {emulator.api_key}  # strict keys: by default any non-empty key is accepted
     for path in ("/tts/bytes", "/tts/sse"):
         async with http.post(emulator.base_url + path, json=body(), headers=headers) as r:
             assert r.status == status

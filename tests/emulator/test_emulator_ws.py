@@ -40,6 +40,7 @@ async def test_auth_variants_accepted(emulator: Emulator, via: str) -> None:
 
 @pytest.mark.parametrize("key", ["", "sk_996_", "sk_123_not_ours", "nonsense"])
 async def test_bad_or_missing_key_is_401_before_upgrade(emulator: Emulator, key: str) -> None:
+    emulator.config.api_keys = {emulator.api_key}  # strict keys: by default any non-empty key is accepted
     url = emulator.ws_url + (f"?api_key={key}" if key else "")
     with pytest.raises(InvalidStatus) as info:
         await asyncio.wait_for(websockets.connect(url), 5)

@@ -265,6 +265,7 @@ async def test_fatal_error_raises_typed_error_without_retry(
 
 
 async def test_handshake_401_is_typed_and_keyless(kemu: Emulator, make_provider: MakeProvider) -> None:
+    kemu.config.kitta.api_keys = {kemu.config.kitta.a_valid_key()}  # strict keys (default: any non-empty key)
     provider = make_provider(
         api_key="kitta_wrong_key_123" if kemu.config.kitta.api_keys else "bad-key-123", standby=False
     )
@@ -385,6 +386,7 @@ async def test_standby_recovers_after_server_drops_it(kemu: Emulator, make_provi
 async def test_no_key_in_any_url_or_log(
     kemu: Emulator, make_provider: MakeProvider, kitta_key: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    kemu.config.kitta.api_keys = {kitta_key}  # strict keys (default: any non-empty key)
     caplog.set_level(logging.DEBUG)
     header = make_provider()
     await header.prewarm()

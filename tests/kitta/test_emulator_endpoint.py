@@ -111,7 +111,9 @@ async def test_key_in_url_is_rejected_before_upgrade(
     assert kemu.stats.kitta_connections == 0
 
 
-async def test_bad_or_forbidden_key_is_an_http_answer(kemu: Emulator, url: str) -> None:
+async def test_bad_or_forbidden_key_is_an_http_answer(kemu: Emulator, url: str, kitta_key: str) -> None:
+    # strict keys (by default any non-empty key is accepted)
+    kemu.config.kitta.api_keys = {kitta_key, "kitta_no_realtime"}
     status, body = await http_status(url, "kitta_wrong" if kemu.config.kitta.api_keys else "not-a-kitta-key")
     assert status == 401 and body["error"] == "unauthorized"
     kemu.config.kitta.forbidden_keys = {"kitta_no_realtime"}
@@ -176,7 +178,8 @@ async def test_frame_auth(kemu: Emulator, url: str, kitta_key: str) -> None:
     assert kemu.stats.kitta_auth_modes == ["frame"]
 
 
-async def test_frame_auth_with_a_bad_key(url: str) -> None:
+async def test_frame_auth_with_a_bad_key(kemu: Emulator, url: str, kitta_key: str) -> None:
+    kemu.config.kitta.api_keys = {kitta_key}  # strict keys: by default any non-empty key is accepted
     async with raw(url, None) as r:
         await r.send(event="auth", token="nope")
         err, code = await r.error_and_close()
@@ -219,7 +222,7 @@ async def test_idle_timeout(kemu: Emulator, url: str, kitta_key: str) -> None:
         ({"model": "gpt-voice"}, {}, "model_not_found"),
         ({"model": "qwen-tts", "speed": 1.0}, {}, "unsupported_parameter"),  # outside the capability matrix
         ({"model": "minimax-speech", "latency": "normal"}, {}, "unsupported_parameter"),
-        ({"format": "mp3"}, {}, "unsupported_parameter"),  # no MP3 encoder in the emulator
+        ({"format": "opus"}, {}, "unsupported_parameter"),  # known to the page, not served here
         ({"speed": 9}, {}, "invalid_parameter"),
         ({"voice_id": "nobody"}, {}, "voice_not_found"),
     ],
@@ -453,4 +456,7 @@ def test_fault_spec_parsing() -> None:
 def test_config_defaults() -> None:
     cfg = KittaConfig()
     assert cfg.max_text_chars == 2000 and cfg.max_segment_chars == 10_000 and cfg.max_session_units == 100_000
-    assert cfg.is_valid_key(cfg.a_valid_key()) and not cfg.is_valid_key("sk_996_x")
+    assert cfg.is_valid_key(cfg.a_valid_key()) and cfg.is_valid_key("sk_996_x") and cfg.is_valid_key("any")
+    assert not cfg.is_valid_key("") and not cfg.is_valid_key("  ") and not cfg.is_valid_key(None)
+    assert not KittaConfig(api_keys={"only"}).is_valid_key("sk_996_x")
+    assert cfg.formats == ("pcm", "wav", "mp3")

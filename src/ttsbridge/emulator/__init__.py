@@ -16,6 +16,7 @@ from ttsbridge.emulator.config import DEFAULT_API_KEY, MODEL_ID, NATIVE_SAMPLE_R
 from ttsbridge.emulator.faults import ERROR_CATALOG, ErrorSpec, Fault, parse_inband
 from ttsbridge.emulator.server import Emulator, EmulatorStats, build_app, run_forever, serve
 from ttsbridge.emulator.voices import (
+    EXAMPLE_VOICE_ID,
     SPEECH_VOICE_ID,
     TONE_VOICE_ID,
     VoiceNotFoundError,
@@ -30,6 +31,7 @@ from ttsbridge.emulator.voices import (
 __all__ = [
     "DEFAULT_API_KEY",
     "ERROR_CATALOG",
+    "EXAMPLE_VOICE_ID",
     "MODEL_ID",
     "NATIVE_SAMPLE_RATE",
     "SPEECH_VOICE_ID",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ttsbridge.emulator.kitta import KittaConfig
+from ttsbridge.emulator.keys import describe_keys, key_accepted
+from ttsbridge.emulator.kitta import DEFAULT_KITTA_KEY, KittaConfig
 
 __all__ = [
     "DEFAULT_API_KEY",
-    "KEY_PREFIX",
     "MODEL_ID",
     "NATIVE_SAMPLE_RATE",
     "EmulatorConfig",
@@ -18,9 +18,8 @@ __all__ = [
 MODEL_ID = "gepard-1.0"
 #: The model's native rate; 8000 and 16000 are resampled by the server.
 NATIVE_SAMPLE_RATE = 22050
-#: Prefix of every Nineninesix key; with ``api_keys=None`` any key with this prefix is valid.
-KEY_PREFIX = "sk_996_"
-#: The key ``Emulator.api_key`` hands out when ``api_keys`` is None.
+#: The key ``Emulator.api_key`` hands out when ``api_keys`` is None (any non-empty key works then; this one
+#: merely looks like the ``sk_996_...`` keys of the page).
 DEFAULT_API_KEY = "sk_996_emulator_test_key"
 
 
@@ -31,7 +30,8 @@ class EmulatorConfig:
     Attributes:
         host: interface to bind (loopback by default).
         port: TCP port; 0 picks a free one (see ``Emulator.base_url``).
-        api_keys: the valid keys; None accepts any key starting with ``sk_996_``.
+        api_keys: the valid Nineninesix keys; None (the default) accepts any non-empty key, so whatever key a
+            user copies into a page's example works. Set it to test bad keys.
         first_chunk_latency_s: delay before the first audio chunk of every context (WebSocket turn) and of
             every HTTP request.
         realtime_factor: 0 sends audio as fast as it is generated; > 0 paces each context's audio at that
@@ -70,11 +70,7 @@ class EmulatorConfig:
 
     def is_valid_key(self, key: str | None) -> bool:
         """Whether ``key`` is accepted by this emulator."""
-        if not key:
-            return False
-        if self.api_keys is None:
-            return key.startswith(KEY_PREFIX) and len(key) > len(KEY_PREFIX)
-        return key in self.api_keys
+        return key_accepted(self.api_keys, key)
 
     def a_valid_key(self) -> str:
         """A key this emulator accepts (the first of ``api_keys`` in sorted order, or the default key)."""
@@ -83,3 +79,9 @@ class EmulatorConfig:
         if not self.api_keys:
             raise ValueError("api_keys is empty: no key is valid")
         return sorted(self.api_keys)[0]
+
+    def keys_line(self) -> str:
+        """One line saying which keys each API accepts (the ``ttsbridge emulator`` start-up line)."""
+        nns = describe_keys(self.api_keys, DEFAULT_API_KEY)
+        kitta = describe_keys(self.kitta.api_keys, DEFAULT_KITTA_KEY)
+        return f"keys: Nineninesix {nns}; Kitta {kitta}"

@@ -11,6 +11,8 @@ written down in ``docs/kitta.md``; the short version:
 * Without the header the first frame must be ``{event: "auth", token}`` within ``auth_timeout_s``.
 * Session errors are an ``error {code, message, retryable, request_id?}`` event, then a close: 1008 for client
   mistakes, 1011 for retryable server failures, or the code the fault asks for.
+* Formats ``pcm``, ``wav`` and ``mp3`` (the last two through PyAV: ``ttsbridge.emulator.encoders``); a key is
+  any non-empty string unless ``KittaConfig.api_keys`` is set.
 * Units are characters of a segment (leading/trailing whitespace and fault markers excluded); a segment is
   reserved at ``flush``, committed at its first audio frame, refunded if it fails (or the client leaves)
   before any audio.
@@ -37,9 +39,11 @@ from typing import Any, Final
 import msgpack
 from aiohttp import WSMsgType, web
 
+from ttsbridge.emulator.encoders import StreamEncoder, missing_codec, open_encoder
+from ttsbridge.emulator.keys import key_accepted
+
 __all__ = [
     "DEFAULT_KITTA_KEY",
-    "KITTA_KEY_PREFIX",
     "KITTA_MODELS",
     "KITTA_PATH",
     "KITTA_SUBPROTOCOL",
@@ -53,8 +57,8 @@ log = logging.getLogger("ttsbridge.emulator.kitta")
 
 KITTA_PATH: Final = "/v2/tts/live"
 KITTA_SUBPROTOCOL: Final = "realtime.tts.msgpack.v2"
-#: With ``KittaConfig.api_keys=None`` any key with this prefix is valid.
-KITTA_KEY_PREFIX: Final = "kitta_"
+#: The key ``KittaConfig.a_valid_key()`` hands out when ``api_keys`` is None (then any non-empty key works:
+#: the page defines no key format).
 DEFAULT_KITTA_KEY: Final = "kitta_emulator_test_key"
 
 #: Capability matrix (optional ``start.request`` fields per model), from the page's "Site capabilities".
@@ -94,7 +98,7 @@ class KittaConfig:
         auth_timeout_s: time allowed for the in-band ``auth`` frame when the handshake had no header.
         idle_timeout_s: error ``idle_timeout`` + close after this long without a client message while nothing
             is generating; None = never.
-        api_keys: valid keys; None accepts any key starting with ``kitta_``.
+        api_keys: valid keys; None (the default) accepts any non-empty key (the page defines no key format).
         forbidden_keys: keys that authenticate but have no realtime access (HTTP 403 / ``forbidden``).
         sample_rate: native rate of the PCM output (24 kHz like the real models).
         chunk_ms: audio carried by one ``audio`` frame.
@@ -108,7 +112,8 @@ class KittaConfig:
         inband_faults: honour ``[[kitta:...]]`` markers in the text.
         session_faults: FIFO of fault specs; each new session pops one (see module docs).
         models: capability matrix (model -> optional fields it accepts).
-        formats: output formats this emulator can produce (it has no MP3/Opus encoder).
+        formats: output formats served: ``pcm``, and ``wav``/``mp3`` through PyAV (see
+            ``ttsbridge.emulator.encoders``); ``opus`` is known but never served.
         max_message_bytes: largest client frame accepted.
         close_after_error: close the socket after an ``error`` event, as the page says; False emulates a
             server that forgets to (the client must still report the error at once).
@@ -133,20 +138,23 @@ class KittaConfig:
     close_after_error: bool = True
     session_faults: list[str] = field(default_factory=list)
     models: dict[str, frozenset[str]] = field(default_factory=lambda: dict(KITTA_MODELS))
-    formats: tuple[str, ...] = ("pcm",)
+    formats: tuple[str, ...] = ("pcm", "wav", "mp3")
     max_message_bytes: int = 1 << 20
 
     def is_valid_key(self, key: str | None) -> bool:
-        if not key:
-            return False
-        if self.api_keys is None:
-            return key.startswith(KITTA_KEY_PREFIX) and len(key) > len(KITTA_KEY_PREFIX)
-        return key in self.api_keys
+        return key_accepted(self.api_keys, key)
 
     def a_valid_key(self) -> str:
         if self.api_keys is None:
             return DEFAULT_KITTA_KEY
         return sorted(self.api_keys)[0]
+
+    def formats_note(self) -> str:
+        """The formats that work here, for a start-up line (names a missing PyAV)."""
+        usable = [f for f in self.formats if missing_codec(f) is None]
+        missing = [f for f in self.formats if f not in usable]
+        note = f"formats {', '.join(usable) or 'none'}"
+        return f"{note}; {missing_codec(missing[0])}" if missing else note
 
 
 # ------------------------------------------------------------------------------------------------- faults
@@ -374,6 +382,8 @@ class _Session:
         self.state = "authenticated" if header_key else "auth"
         self.request_id: str | None = None
         self.voice_id = ""
+        self.format = "pcm"
+        self.encoder: StreamEncoder | None = None
         self.sample_rate = self.cfg.sample_rate
         self.buffer: list[str] = []
         self.buffer_chars = 0
@@ -461,6 +471,9 @@ class _Session:
             if not self.finished and not self.closing:
                 self.stats.kitta_client_closes += 1
             self._refund_pending()
+            if self.encoder is not None:
+                with contextlib.suppress(Exception):
+                    self.encoder.close()
             self.ep.notify()
             if not self.ws.closed:
                 with contextlib.suppress(Exception):
@@ -561,6 +574,8 @@ class _Session:
         used.add(request_id)
         self.request_id = request_id
         self.voice_id = req["voice_id"]
+        self.format = req["format"]
+        self.encoder = open_encoder(self.format, self.sample_rate)
         self.stats.kitta_sessions += 1
         self.stats.kitta_request_ids.append(request_id)
         self.ep.notify()
@@ -578,15 +593,7 @@ class _Session:
             else:
                 await self._apply(fault)
             return
-        await self.send(
-            {
-                "event": "ready",
-                "request_id": request_id,
-                "sample_rate": self.sample_rate,
-                "channels": 1,
-                "bit_depth": 16,
-            }
-        )
+        await self.send({"event": "ready", "request_id": request_id, **self._audio_fields()})
         self.worker = asyncio.create_task(self._work(), name=f"kitta-emulator-{request_id}")
 
     async def _validate_request(self, req: dict[str, Any]) -> None:
@@ -603,6 +610,9 @@ class _Session:
             raise _SessionError("unsupported_parameter", f"format {fmt!r} is not supported")
         if fmt not in cfg.formats:
             raise _SessionError("unsupported_parameter", f"format {fmt!r} is not available on this server")
+        problem = missing_codec(fmt)
+        if problem:
+            raise _SessionError("unsupported_parameter", problem)
         supported = cfg.models[model]
         for name in _OPTIONAL:
             if name in req and name not in supported:
@@ -728,6 +738,53 @@ class _Session:
             self.stats.kitta_segments_refunded += 1
             self.ep.notify()
 
+    def _audio_fields(self) -> dict[str, Any]:
+        """``sample_rate``/``channels`` (+ ``bit_depth`` for the PCM formats) of ``ready`` and ``audio``."""
+        fields: dict[str, Any] = {"sample_rate": self.sample_rate, "channels": 1}
+        if self.format in ("pcm", "wav"):
+            fields["bit_depth"] = 16
+        return fields
+
+    async def _send_audio(self, seg: _Segment, data: bytes, after: list[KittaFault]) -> bool:
+        """One ``audio`` frame; commits the segment at its first frame. False if an after-audio fault ended
+        the session."""
+        await self.send(
+            {
+                "event": "audio",
+                "request_id": self.request_id,
+                "seq": self.seq,
+                "audio": data,
+                **self._audio_fields(),
+            }
+        )
+        self.seq += 1
+        self.stats.kitta_audio_frames += 1
+        self.ep.notify()
+        if not seg.committed:
+            seg.committed = True
+            self.units_committed += seg.units
+            self.stats.kitta_units_committed += seg.units
+            if after:
+                await self._apply(after[0])
+                return False
+        return True
+
+    async def _stream(self, seg: _Segment, pcm: bytes, after: list[KittaFault]) -> bool:
+        """Encode ``pcm`` frame by frame, send what the encoder yields, flush it at the segment's end."""
+        cfg = self.ep.config
+        encoder = self.encoder or open_encoder("pcm", self.sample_rate)
+        step = max(2, int(self.sample_rate * cfg.chunk_ms / 1000.0) * 2)
+        for offset in range(0, len(pcm), step):
+            frame = pcm[offset : offset + step]
+            data = encoder.encode(frame)
+            if data and not await self._send_audio(seg, data, after):
+                return False
+            rf = self.ep.config.realtime_factor
+            if rf > 0:
+                await asyncio.sleep(len(frame) / 2 / self.sample_rate / rf)
+        tail = encoder.end_segment()
+        return not tail or await self._send_audio(seg, tail, after)
+
     async def _render(self, seg: _Segment) -> bool:
         cfg = self.ep.config
         before = [f for f in seg.faults if not f.after_audio and f.action != "delay"]
@@ -741,33 +798,8 @@ class _Session:
             pcm = await self.ep.synthesize(self.voice_id, seg.text, self.sample_rate) if seg.text else b""
             if cfg.first_chunk_latency_s + delay > 0:
                 await asyncio.sleep(cfg.first_chunk_latency_s + delay)
-            step = max(2, int(self.sample_rate * cfg.chunk_ms / 1000.0) * 2)
-            for offset in range(0, len(pcm), step):
-                frame = pcm[offset : offset + step]
-                await self.send(
-                    {
-                        "event": "audio",
-                        "request_id": self.request_id,
-                        "seq": self.seq,
-                        "audio": frame,
-                        "sample_rate": self.sample_rate,
-                        "channels": 1,
-                        "bit_depth": 16,
-                    }
-                )
-                self.seq += 1
-                self.stats.kitta_audio_frames += 1
-                self.ep.notify()
-                if not seg.committed:
-                    seg.committed = True
-                    self.units_committed += seg.units
-                    self.stats.kitta_units_committed += seg.units
-                    if after:
-                        await self._apply(after[0])
-                        return False
-                rf = self.ep.config.realtime_factor
-                if rf > 0:
-                    await asyncio.sleep(len(frame) / 2 / self.sample_rate / rf)
+            if not await self._stream(seg, pcm, after):
+                return False
             if not pcm and seg.units:
                 # nothing to say (e.g. punctuation only): generated, committed with its units
                 seg.committed = True

@@ -293,7 +293,7 @@ def run_forever(host: str = "127.0.0.1", port: int = 8765, **config: Any) -> Non
     def _ready(emu: Emulator) -> None:
         print(
             f"ttsbridge emulator: Nineninesix {emu.base_url} (WebSocket {emu.ws_url}), Kitta {emu.kitta_url}; "
-            "keys: any sk_996_... unless configured. Ctrl-C stops.",
+            f"{emu.config.keys_line()}. Ctrl-C stops.",
             flush=True,
         )
 

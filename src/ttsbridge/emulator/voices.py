@@ -6,6 +6,9 @@
 * ``speech-en`` (:data:`SPEECH_VOICE_ID`): eSpeak NG through the ``espeakng-loader`` wheel and ctypes,
   synthesized at 22050 Hz in a single worker thread (the library is global state). Absent when the wheel or
   the library can't load: the voice list omits it and the default voice falls back to ``tone``.
+* the pages' example voice (:data:`EXAMPLE_VOICE_ID`, ``a0e99841-438c-4a64-b679-ae501e7d6091``, the id in
+  every Nineninesix example body): speaks like ``speech-en`` when eSpeak works, else like ``tone``, so the
+  pages' examples run unchanged against the emulator.
 * clones (``POST /voices/clone``): tone voices with their own fixed frequency (the clip's dominant frequency
   when it is a PCM16 WAV holding a clear tone, else derived from the clip's bytes).
 """
@@ -32,6 +35,7 @@ from ttsbridge.audio.wav import read_wav
 from ttsbridge.emulator.config import NATIVE_SAMPLE_RATE
 
 __all__ = [
+    "EXAMPLE_VOICE_ID",
     "SPEECH_VOICE_ID",
     "TONE_VOICE_ID",
     "Voice",
@@ -48,6 +52,8 @@ log = logging.getLogger("ttsbridge.emulator")
 
 TONE_VOICE_ID = "tone"
 SPEECH_VOICE_ID = "speech-en"
+#: The voice id of the Nineninesix pages' examples (``/tts/sse`` body, WebSocket ``voice.id``).
+EXAMPLE_VOICE_ID = "a0e99841-438c-4a64-b679-ae501e7d6091"
 
 _TONE_BASE_HZ = 300.0
 _TONE_STEP_HZ = 40.0
@@ -262,6 +268,15 @@ def _builtin_voices(with_speech: bool) -> list[Voice]:
                 gender="masculine",
             )
         )
+    voices.append(
+        Voice(
+            id=EXAMPLE_VOICE_ID,
+            name="Pages' example voice",
+            description="The voice id of the Nineninesix pages' examples; speaks like "
+            + ("speech-en." if with_speech else "tone."),
+            kind="speech" if with_speech else "tone",
+        )
+    )
     return voices
 
 
