@@ -225,3 +225,79 @@ def test_timing_properties(sentences: list[str], chunks: list[float], prior: flo
     assert all(w.end >= w.start for w in words)
     if words and t.audio_seconds > 0:
         assert words[-1].end == pytest.approx(t.audio_seconds)
+
+
+# --- scripts without spaces ------------------------------------------------------------------------------
+
+
+def units(text: str) -> list[str]:
+    clock = WordClock(release="start")
+    clock.add_text(text, boundary=True)
+    return [w.text for w in clock.end_segment()]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("你好，世界。", ["你", "好，", "世", "界。"]),
+        ("我用Python写代码", ["我", "用", "Python", "写", "代", "码"]),
+        ("2024年", ["2024", "年"]),
+        ("「你好」", ["「你", "好」"]),  # an opening mark joins the character after it
+        ("こんにちは。", ["こ", "ん", "に", "ち", "は。"]),
+        ("カタカナー", ["カ", "タ", "カ", "ナ", "ー"]),
+        ("สวัสดี", ["ส", "วั", "ส", "ดี"]),  # Thai: combining vowel marks stay with their letter
+        ("Hello, 世界 and you", ["Hello, ", "世", "界 ", "and ", "you"]),
+        ("안녕하세요 세계", ["안녕하세요 ", "세계"]),  # Korean is written with spaces: words
+    ],
+)
+def test_units_of_scripts_without_spaces(text: str, expected: list[str]) -> None:
+    assert units(text) == expected
+
+
+def test_cjk_weights_follow_the_syllable_rate() -> None:
+    clock = WordClock(SpeechRate(15.0), release="start")
+    clock.add_text("你好", boundary=True)  # ideographs weigh 3: 6 in all
+    clock.add_text("かな", boundary=True)  # kana weigh 2: 4
+    clock.add_text("ab", boundary=True)  # a word: 2 + 1 for its gap
+    assert clock.weight_total == 13
+    assert clock.unspaced is True
+    latin = WordClock()
+    latin.add_text("plain words only")
+    assert latin.unspaced is False
+
+
+def test_streamed_cjk_tokens_release_each_character_at_its_start() -> None:
+    clock = StartClock(SpeechRate(15.0))
+    for token in ("你好", "，很", "高兴"):
+        clock.add_text(token)
+    # 你 0, 好， 3, 很 7, 高 10 (weights 3, 3+1, 3, 3): due at 0, 0.2, 0.47, 0.67 s; 兴 may still get a mark
+    assert clock.add_audio(0.5) == [("你", 0.0), ("好，", pytest.approx(0.2)), ("很", pytest.approx(7 / 15))]
+    assert [w for w, _ in clock.add_audio(5.0)] == ["高"]
+    assert [w for w, _ in clock.end_segment()] == ["兴"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pieces=st.lists(st.text(alphabet="你好。ab ,こ", min_size=1, max_size=6), min_size=1, max_size=10),
+    chunks=st.lists(st.floats(min_value=0.001, max_value=0.5), min_size=1, max_size=20),
+    release=st.sampled_from(["start", "end"]),
+)
+def test_mixed_scripts_concatenate_back_and_never_run_ahead_of_the_audio(
+    pieces: list[str], chunks: list[float], release: str
+) -> None:
+    clock = WordClock(SpeechRate(15.0), release=release)  # type: ignore[arg-type]
+    out: list[TimedWord] = []
+    for i, piece in enumerate(pieces):
+        clock.add_text(piece)
+        out += clock.add_audio(chunks[i % len(chunks)])
+        assert all(w.end <= clock.audio_seconds + 1e-6 and w.start <= w.end for w in out)
+    out += clock.end_segment()
+    assert "".join(w.text for w in out).rstrip() == "".join(pieces).rstrip()
+    starts = [w.start for w in out]
+    assert starts == sorted(starts)
+    assert all(w.text.strip() for w in out)
+
+
+def test_release_mode_is_checked() -> None:
+    with pytest.raises(ValueError, match="release must be 'start' or 'end'"):
+        WordClock(release="middle")  # type: ignore[arg-type]
