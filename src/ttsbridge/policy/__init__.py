@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from ttsbridge.policy.coalesce import TokenCoalescer
+from ttsbridge.policy.usage import TurnUsage, UsageMeter, UsageTotals
 from ttsbridge.policy.words import (
     DEFAULT_CHARS_PER_SECOND,
     SpeechRate,
@@ -20,5 +21,8 @@ __all__ = [
     "SpeechRate",
     "TimedWord",
     "TokenCoalescer",
+    "TurnUsage",
+    "UsageMeter",
+    "UsageTotals",
     "WordClock",
 ]

@@ -13,24 +13,14 @@ character of a script written without spaces.
 
 from __future__ import annotations
 
+from ttsbridge.policy.words import is_unspaced
+
 __all__ = ["TokenCoalescer"]
 
 #: Clause ends that count when whitespace follows them.
 _CLAUSE_END = ".!?;:,…\n"
 #: Full-width clause ends (CJK): a clause ends right after them.
 _CJK_CLAUSE_END = "。！？；：，、"
-
-
-def _unspaced(ch: str) -> bool:
-    """A character of a script written without spaces (CJK ideographs, kana, Thai...)."""
-    code = ord(ch)
-    return (
-        0x0E00 <= code <= 0x0EFF
-        or 0x3040 <= code <= 0x30FF
-        or 0x3400 <= code <= 0x9FFF
-        or 0xF900 <= code <= 0xFAFF
-        or 0x20000 <= code <= 0x3FFFF
-    )
 
 
 class TokenCoalescer:
@@ -78,6 +68,6 @@ class TokenCoalescer:
         if space > 0:
             return space + 1
         for i in range(len(buf) - 1, 0, -1):
-            if _unspaced(buf[i - 1]):
+            if is_unspaced(buf[i - 1]):
                 return i
         return -1

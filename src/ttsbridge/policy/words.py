@@ -53,6 +53,7 @@ __all__ = [
     "TimedWord",
     "WordClock",
     "clamp_rate",
+    "is_unspaced",
 ]
 
 #: Prior speaking rate (weight per second, see the module docstring): conversational English is ~13-17
@@ -151,6 +152,11 @@ def _classify(ch: str) -> tuple[int, int]:
     if cat[0] == "P":
         return _ATTACH, 1
     return _LETTER, 1
+
+
+def is_unspaced(ch: str) -> bool:
+    """True for a character of a script written without spaces between words (CJK, kana, Thai...)."""
+    return _classify(ch)[0] == _SPLIT
 
 
 @dataclass
