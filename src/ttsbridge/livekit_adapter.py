@@ -19,7 +19,8 @@ only build their provider. Everything LiveKit-specific lives here:
 - ``APIConnectOptions.timeout`` bounds opening a turn, the first audio after text was sent, and every gap
   between audio chunks once the input has ended (see :class:`_Watchdog`). ``max_retry`` and
   ``retry_interval`` are applied by LiveKit's own retry loop around ``_run``.
-- Estimated word timing (:class:`WordTimer`) for LiveKit's aligned transcripts: the APIs send no timestamps.
+- Estimated word timing (:class:`ttsbridge.policy.words.WordClock`, ``release="end"``) for LiveKit's aligned
+  transcripts: the APIs send no timestamps.
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from livekit.agents import (
@@ -55,6 +54,7 @@ from ttsbridge.errors import (
     TTSInvalidOptionError,
     TTSTimeoutError,
 )
+from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.turns import Turn, TurnProvider
 
 __all__ = [
@@ -62,19 +62,10 @@ __all__ = [
     "TurnChunkedStream",
     "TurnSynthesizeStream",
     "TurnTTS",
-    "WordTimer",
     "to_api_error",
 ]
 
 _default_logger = logging.getLogger("ttsbridge.livekit")
-
-#: Prior speaking rate (characters per second, one character per word gap) before any audio was measured.
-DEFAULT_CHARS_PER_SECOND = 14.0
-_MIN_CPS, _MAX_CPS = 4.0, 40.0
-#: How much of the evidence of earlier turns is kept when a turn completes (the rate follows a voice change).
-_CPS_DECAY = 0.5
-#: The prior counts as this many seconds of audio at ``chars_per_second``.
-_CPS_PRIOR_SECONDS = 1.0
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -125,107 +116,13 @@ def to_api_error(exc: BaseException, *, audio_pushed: bool, secrets: tuple[str, 
 
 
 # ----------------------------------------------------------------------------------------------------
-# estimated word timing
-
-_WORD = re.compile(r"\S+\s*")
+# estimated word timing (the estimator is ttsbridge.policy.words)
 
 
-@dataclass(frozen=True)
-class TimedWord:
-    text: str
-    start: float
-    end: float
-
-
-class WordTimer:
-    """Estimates when each word of a turn is spoken, from the audio received so far (the APIs send no timing).
-
-    Every word weighs its visible characters plus one (the gap after it). Time is shared out by weight at an
-    estimated speaking rate ``r`` (characters per second):
-
-    - the prior ``r`` is the rate measured on this TTS's previous completed turns (``chars_per_second``);
-    - while audio arrives, ``r`` is capped by ``characters sent / audio seconds received``: audio already
-      received cannot be longer than the audio of all the text sent, so the true rate is at most that, at
-      every moment; ``r`` is the lowest such bound seen in the turn. Once a sentence has fully rendered
-      before the next one was sent, the cap is that sentence's exact rate;
-    - a word is released (with ``start``/``end`` in seconds from the turn's first audio sample) once its
-      estimated end lies within the audio received, so a timestamp never runs ahead of real audio; the last
-      word sent so far is held until more text is sent or the turn completes;
-    - when the turn completes, the words still held are spread over the remaining audio by weight, so the
-      last word ends exactly at the end of the audio; the turn's measured rate is returned for calibration.
-    """
-
-    def __init__(self, chars_per_second: float = DEFAULT_CHARS_PER_SECOND) -> None:
-        self._prior = min(max(chars_per_second, _MIN_CPS), _MAX_CPS)
-        self._rate = self._prior
-        self._pending: list[tuple[str, int]] = []
-        self._leading = ""
-        self._chars = 0
-        self._audio = 0.0
-        self._cursor = 0.0
-
-    @staticmethod
-    def weight(word: str) -> int:
-        return len(word.strip()) + 1
-
-    @property
-    def audio_seconds(self) -> float:
-        return self._audio
-
-    @property
-    def weight_total(self) -> int:
-        return self._chars
-
-    def rate(self) -> float:
-        """The rate used for the next released word (never rises within a turn)."""
-        return self._rate
-
-    def add_text(self, text: str) -> None:
-        """Text sent for this turn, in order (whitespace kept, so the words concatenate back to the text)."""
-        words = _WORD.findall(text)
-        if not words:
-            if self._pending:  # whitespace after a held word belongs to it
-                w, wt = self._pending[-1]
-                self._pending[-1] = (w + text, wt)
-            else:
-                self._leading += text
-            return
-        words[0] = self._leading + text[: len(text) - len(text.lstrip())] + words[0]
-        self._leading = ""
-        for w in words:
-            wt = self.weight(w)
-            self._pending.append((w, wt))
-            self._chars += wt
-
-    def on_audio(self, seconds: float) -> list[TimedWord]:
-        """``seconds`` more audio arrived: the words now known to be within it."""
-        self._audio += seconds
-        if self._audio > 0 and self._chars > 0:
-            self._rate = max(min(self._rate, self._chars / self._audio), 1e-3)
-        out: list[TimedWord] = []
-        rate = self._rate
-        while len(self._pending) > 1:  # the last word waits for more text or the end of the turn
-            w, wt = self._pending[0]
-            end = self._cursor + wt / rate
-            if end > self._audio + 1e-9:
-                break
-            self._pending.pop(0)
-            out.append(TimedWord(w, self._cursor, end))
-            self._cursor = end
-        return out
-
-    def finish(self) -> tuple[list[TimedWord], float | None]:
-        """The turn completed: release every held word; returns them and the measured rate (or None)."""
-        out: list[TimedWord] = []
-        remaining = sum(wt for _, wt in self._pending)
-        span = max(self._audio - self._cursor, 0.0)
-        for w, wt in self._pending:
-            dur = span * wt / remaining if remaining else 0.0
-            out.append(TimedWord(w, self._cursor, self._cursor + dur))
-            self._cursor += dur
-        self._pending.clear()
-        measured = self._chars / self._audio if self._audio > 0 and self._chars > 0 else None
-        return out, measured
+def _push_timed_words(output_emitter: tts.AudioEmitter, words: list[TimedWord]) -> None:
+    """Released words as LiveKit ``TimedString``\\ s (text with its whitespace, start and end in seconds)."""
+    for w in words:
+        output_emitter.push_timed_transcript(TimedString(text=w.text, start_time=w.start, end_time=w.end))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -351,7 +248,7 @@ class TurnTTS(tts.TTS):
         self._sentence_tokenizer: tokenize.SentenceTokenizer = (
             tokenizer if is_given(tokenizer) else tokenize.blingfire.SentenceTokenizer()
         )
-        self._cps_evidence = (chars_per_second * _CPS_PRIOR_SECONDS, _CPS_PRIOR_SECONDS)
+        self._speech_rate = SpeechRate(chars_per_second)
         self._logger = logger or _default_logger
         self._secrets = tuple(s for s in secrets if s)
         self._streams: weakref.WeakSet[TurnSynthesizeStream] = weakref.WeakSet()
@@ -374,20 +271,9 @@ class TurnTTS(tts.TTS):
 
     @property
     def chars_per_second(self) -> float:
-        """The speaking rate word timing starts from: characters over seconds of the completed turns (older
-        turns count less), starting from the prior."""
-        chars, seconds = self._cps_evidence
-        return min(max(chars / seconds, _MIN_CPS), _MAX_CPS)
-
-    def _observe_turn(self, timer: WordTimer) -> None:
-        """A turn completed: add its characters and audio seconds to the rate evidence."""
-        if timer.audio_seconds <= 0 or timer.weight_total <= 0:
-            return
-        chars, seconds = self._cps_evidence
-        self._cps_evidence = (
-            chars * _CPS_DECAY + timer.weight_total,
-            seconds * _CPS_DECAY + timer.audio_seconds,
-        )
+        """The speaking rate word timing starts from: measured on the completed turns (the last ~60 s of
+        audio), starting from the prior (see :class:`~ttsbridge.policy.words.SpeechRate`)."""
+        return self._speech_rate.chars_per_second
 
     def _apply_option_changes(self, changes: dict[str, Any], *, voice_field: str) -> None:
         """``update_options`` of the plugins: validate and apply ``changes`` on the provider, keep the metrics'
@@ -401,9 +287,9 @@ class TurnTTS(tts.TTS):
         if getattr(provider.options, voice_field) != before:
             self._reset_rate()  # word timing re-learns the new voice's speaking rate
 
-    def _reset_rate(self, chars_per_second: float = DEFAULT_CHARS_PER_SECOND) -> None:
-        """Forget the measured rate (the voice changed)."""
-        self._cps_evidence = (chars_per_second * _CPS_PRIOR_SECONDS, _CPS_PRIOR_SECONDS)
+    def _reset_rate(self) -> None:
+        """Forget the measured rate (the voice changed): back to the prior."""
+        self._speech_rate.reset()
 
     def _redact(self, text: object) -> str:
         return redact(text, self._secrets)
@@ -481,7 +367,7 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         )
         timeout = self._conn_options.timeout
         watchdog = _Watchdog(timeout)
-        timer = WordTimer(owner.chars_per_second) if owner._word_timestamps else None
+        timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
         sentences = owner._sentence_tokenizer.stream()
         has_text = asyncio.Event()  # set on the first non-blank text, or when the input ends without any
         turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
@@ -489,10 +375,7 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         turn: Turn | None = None
 
         def _emit_words(words: list[TimedWord]) -> None:
-            for w in words:
-                output_emitter.push_timed_transcript(
-                    TimedString(text=w.text, start_time=w.start, end_time=w.end)
-                )
+            _push_timed_words(output_emitter, words)
 
         async def _input_task() -> None:
             async for data in self._input_ch:
@@ -556,11 +439,9 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
                 state["audio"] = True
                 watchdog.on_audio()
                 if timer is not None:
-                    _emit_words(timer.on_audio(len(pcm) / 2 / rate))
+                    _emit_words(timer.add_audio(len(pcm) / 2 / rate))
             if timer is not None and opened.done and not state["cancelled"]:  # completed, not cut short
-                words, _ = timer.finish()
-                _emit_words(words)
-                owner._observe_turn(timer)
+                _emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
 
         input_t = asyncio.create_task(_input_task(), name="TurnSynthesizeStream.input")
         send_t = asyncio.create_task(_send_task(), name="TurnSynthesizeStream.send")
@@ -647,7 +528,7 @@ class TurnChunkedStream(tts.ChunkedStream):
         if not self._input_text.strip():
             return
         timeout = self._conn_options.timeout
-        timer = WordTimer(owner.chars_per_second) if owner._word_timestamps else None
+        timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
         if timer is not None:
             timer.add_text(self._input_text)
         audio_pushed = False
@@ -665,17 +546,9 @@ class TurnChunkedStream(tts.ChunkedStream):
                 output_emitter.push(pcm)
                 audio_pushed = True
                 if timer is not None:
-                    for w in timer.on_audio(len(pcm) / 2 / owner.sample_rate):
-                        output_emitter.push_timed_transcript(
-                            TimedString(w.text, start_time=w.start, end_time=w.end)
-                        )
+                    _push_timed_words(output_emitter, timer.add_audio(len(pcm) / 2 / owner.sample_rate))
             if timer is not None:
-                words, _ = timer.finish()
-                for w in words:
-                    output_emitter.push_timed_transcript(
-                        TimedString(w.text, start_time=w.start, end_time=w.end)
-                    )
-                owner._observe_turn(timer)
+                _push_timed_words(output_emitter, timer.end_segment())
             output_emitter.flush()
         except asyncio.CancelledError:
             raise

@@ -20,7 +20,7 @@ What the base guarantees, whatever the provider:
   turn tries again); the rest of its text is dropped, and never reaches the LLM context as if it had been
   spoken;
 * word-level ``TTSTextFrame``\\ s are emitted as the audio that carries them is pushed (see
-  :mod:`ttsbridge.pipecat._words`), so an interrupted assistant message ends near where playback stopped.
+  :mod:`ttsbridge.policy.words`), so an interrupted assistant message ends near where playback stopped.
 """
 
 from __future__ import annotations
@@ -50,48 +50,14 @@ from pipecat.utils.errors import ErrorCategory
 from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.pipecat._errors import classify
-from ttsbridge.pipecat._words import DEFAULT_CHARS_PER_SECOND, SpeechRate, WordClock
+from ttsbridge.policy.coalesce import TokenCoalescer
+from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.turns import Turn, TurnProvider
 
 __all__ = ["TurnHttpTTSService", "TurnTTSService"]
 
 #: How many failed context ids are remembered (to drop the rest of a failed turn's text).
 _FAILED_MEMORY = 256
-#: Clause boundaries at which streamed tokens are released to providers that render every send on its own.
-_CLAUSE_END = ".!?;:,…\n"
-
-
-class _TokenCoalescer:
-    """Holds streamed LLM tokens until a clause ends (or ``max_chars`` pile up, cut at a word boundary).
-
-    Used in ``TextAggregationMode.TOKEN`` for providers that render every ``send`` as an utterance of its own
-    (Nineninesix bills and renders each transcript separately, and trims it): sending "Hel" and "lo" apart
-    would speak two fragments.
-    """
-
-    def __init__(self, max_chars: int = 80) -> None:
-        self._buf = ""
-        self._max = max_chars
-
-    def push(self, text: str) -> str:
-        self._buf += text
-        cut = -1
-        for i in range(len(self._buf) - 2, -1, -1):
-            if self._buf[i] in _CLAUSE_END and self._buf[i + 1].isspace():
-                cut = i + 2
-                break
-        if cut < 0 and len(self._buf) >= self._max:
-            space = max(self._buf.rfind(" "), self._buf.rfind("\n"))
-            if space > 0:
-                cut = space + 1
-        if cut < 0:
-            return ""
-        out, self._buf = self._buf[:cut], self._buf[cut:]
-        return out
-
-    def flush(self) -> str:
-        out, self._buf = self._buf, ""
-        return out
 
 
 class _TurnServiceMixin:
@@ -247,9 +213,16 @@ class _TurnServiceMixin:
             # text out of the LLM context.
             await self._end_failed_audio_context(context_id)
 
-    async def _push_words(self, words: list[tuple[str, float]], context_id: str) -> None:
-        if words:
-            await self.add_word_timestamps(words, context_id)  # type: ignore[attr-defined]
+    async def _push_words(self, clock: WordClock, words: list[TimedWord], context_id: str) -> None:
+        if not words:
+            return
+        if clock.unspaced:
+            # CJK / Thai: units are characters that carry their own spacing (as Pipecat's Cartesia service).
+            await self.add_word_timestamps(  # type: ignore[attr-defined]
+                [(w.text, w.start) for w in words], context_id, includes_inter_frame_spaces=True
+            )
+        else:
+            await self.add_word_timestamps([(w.word, w.start) for w in words], context_id)  # type: ignore[attr-defined]
 
 
 @dataclass(eq=False)
@@ -259,7 +232,7 @@ class _TurnState:
     context_id: str
     turn: Turn
     clock: WordClock
-    coalescer: _TokenCoalescer | None
+    coalescer: TokenCoalescer | None
     reader: asyncio.Task[None] | None = None
     ended: bool = False
     cancelled: bool = False
@@ -415,7 +388,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 context_id=context_id,
                 turn=turn,
                 clock=WordClock(self._speech_rate),
-                coalescer=_TokenCoalescer() if (self._coalesce and self._is_streaming_tokens) else None,
+                coalescer=TokenCoalescer() if (self._coalesce and self._is_streaming_tokens) else None,
             )
             state.touch()
             self._turns[context_id] = state
@@ -508,11 +481,11 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 await self.append_to_audio_context(
                     context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
                 )
-                await self._push_words(state.clock.add_audio(len(pcm) / (2 * rate)), context_id)
+                await self._push_words(state.clock, state.clock.add_audio(len(pcm) / (2 * rate)), context_id)
             if state.cancelled:
                 return
             # done: the rest of the words, timed by the real duration; then the stop frame.
-            await self._push_words(state.clock.end_segment(), context_id)
+            await self._push_words(state.clock, state.clock.end_segment(), context_id)
             if self.audio_context_available(context_id):
                 await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))
                 await self.remove_audio_context(context_id)
@@ -659,7 +632,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         kwargs.setdefault("push_stop_frames", True)
         super().__init__(settings=settings, **kwargs)
         self._coalesce = self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens
-        self._coalescers: dict[str, _TokenCoalescer] = {}
+        self._coalescers: dict[str, TokenCoalescer] = {}
         self._clocks: dict[str, WordClock] = {}
         self._stopped = False
         self._sync_provider_options()
@@ -699,7 +672,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
             return
         if self._coalesce and self._is_streaming_tokens:
             # Hold tokens until a clause ends; the rest goes out when the turn completes.
-            text = self._coalescers.setdefault(context_id, _TokenCoalescer()).push(text)
+            text = self._coalescers.setdefault(context_id, TokenCoalescer()).push(text)
             if not text:
                 return
         async for frame in self._speak(text, context_id):
@@ -719,8 +692,8 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
                     continue
                 yield TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
                 # The frame is in the audio context now; its words follow it.
-                await self._push_words(clock.add_audio(len(pcm) / (2 * rate)), context_id)
-            await self._push_words(clock.end_segment(), context_id)
+                await self._push_words(clock, clock.add_audio(len(pcm) / (2 * rate)), context_id)
+            await self._push_words(clock, clock.end_segment(), context_id)
         except Exception as exc:
             self._clocks.pop(context_id, None)
             if self._mark_failed(context_id):

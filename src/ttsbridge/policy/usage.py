@@ -1,0 +1,296 @@
+"""A per-turn usage ledger: what was sent, what the provider bills for it, what the user heard. Pure.
+
+Cost is what operators ask about, and the two providers bill differently:
+
+* **Nineninesix** (:data:`NINENINESIX`): every transcript is a unit billed when it arrives (1 credit per
+  character of the transcript; the server trims it), confirmed on ``done``, refunded when the server ends it
+  with an ``error`` (an error frame, or a socket-closing catalog error; HTTP: 502 "pre-charge refunded").
+  Cancelled text stays billed ("all text sent for the context is billed"), and so does text of a turn the
+  client gave up on (its own timeout, a dropped socket): no page promises a refund for those.
+* **Kitta** (:data:`KITTA`): text accumulates until a flush; each non-empty flushed segment is a unit,
+  reserved at the flush, committed (billed) at its first audio frame, refunded if the session ends before any
+  of its audio (failure, cancel, the client leaving). A finished session has committed every segment. Units
+  are characters of the segment without leading/trailing whitespace (docs/kitta.md: the page does not define
+  them); a server ``usage`` count replaces the estimate.
+
+How it is meant to be fed (one :class:`UsageMeter` per :class:`~ttsbridge.turns.Turn`, owned by whatever
+holds the turn's state, i.e. the provider's protocol object; ``Turn.usage`` then returns ``meter.usage``, a
+frozen snapshot, cheaply at any time):
+
+* :meth:`~UsageMeter.send` with every text put on the wire (a Nineninesix transcript, a Kitta ``text``),
+  :meth:`~UsageMeter.flush` at every Kitta flush (and at ``stop``, which flushes the rest);
+* :meth:`~UsageMeter.audio` with the seconds of every audio chunk delivered, :meth:`~UsageMeter.unit_done`
+  when the server reports a unit complete (Kitta ``usage``, with its ``units``);
+* :meth:`~UsageMeter.heard` from the adapter, with the characters of the words its word clock released
+  (``len(TimedWord.text)``: a turn heard to the end has heard every character sent);
+* exactly one ending: :meth:`~UsageMeter.done`, :meth:`~UsageMeter.cancelled` or :meth:`~UsageMeter.failed`
+  (``by_server=True`` when the server reported the error, i.e. a ``TTSAPIError``); the first one wins;
+* :meth:`~UsageMeter.retry` when the provider retries the turn on a fresh context/session: the failed attempt
+  is settled by the failure rule and the replayed text is sent (and counted) again.
+
+:class:`UsageTotals` sums finished turns for the end-of-run report of ``ttsbridge say`` / ``ttsbridge demo``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+__all__ = [
+    "KITTA",
+    "NINENINESIX",
+    "Billed",
+    "BillingRule",
+    "TurnEnd",
+    "TurnUsage",
+    "UsageMeter",
+    "UsageTotals",
+    "billing_rule",
+]
+
+
+class TurnEnd(str, enum.Enum):
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class Billed(str, enum.Enum):
+    """Which units of a turn are billed."""
+
+    ALL = "all"  # every unit sent
+    AUDIO = "audio"  # units whose first audio arrived (or that the server reported complete)
+    NONE = "none"  # none: refunded
+
+
+#: Ending keys of a rule's table: a failure counts as the server's when it reported it.
+_FAILED_BY_SERVER = "failed_by_server"
+_FAILED_LOCALLY = "failed_locally"
+
+
+@dataclass(frozen=True)
+class BillingRule:
+    """A provider's billing rules, as data: what a unit is, and which units are billed at each stage."""
+
+    provider: str
+    #: True: every :meth:`UsageMeter.send` is a unit; False: text accumulates until :meth:`UsageMeter.flush`.
+    unit_per_send: bool
+    #: Billed while the turn is open.
+    open: Billed
+    #: Billed once it ended: keys ``done``, ``cancelled``, ``failed_by_server``, ``failed_locally``.
+    ended: Mapping[str, Billed]
+
+
+NINENINESIX = BillingRule(
+    provider="nineninesix",
+    unit_per_send=True,
+    open=Billed.ALL,
+    ended=MappingProxyType(
+        {
+            "done": Billed.ALL,
+            "cancelled": Billed.ALL,
+            _FAILED_BY_SERVER: Billed.NONE,
+            _FAILED_LOCALLY: Billed.ALL,
+        }
+    ),
+)
+KITTA = BillingRule(
+    provider="kitta",
+    unit_per_send=False,
+    open=Billed.AUDIO,
+    ended=MappingProxyType(
+        {
+            "done": Billed.ALL,
+            "cancelled": Billed.AUDIO,
+            _FAILED_BY_SERVER: Billed.AUDIO,
+            _FAILED_LOCALLY: Billed.AUDIO,
+        }
+    ),
+)
+_RULES = {rule.provider: rule for rule in (NINENINESIX, KITTA)}
+
+
+def billing_rule(provider: str) -> BillingRule:
+    """The rule of ``provider`` (``"nineninesix"``, ``"kitta"``)."""
+    try:
+        return _RULES[provider]
+    except KeyError:
+        raise ValueError(f"provider must be one of {sorted(_RULES)}, got {provider!r}") from None
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    """The usage of one turn (a snapshot: a turn still open has ``ended=None``)."""
+
+    provider: str
+    turn_id: str
+    characters_sent: int = 0
+    characters_billed: int = 0
+    characters_heard: int = 0
+    audio_seconds: float = 0.0
+    ended: TurnEnd | None = None
+    error_code: str | None = None
+    #: Units reserved but not yet billed or refunded (Kitta segments waiting for their first audio).
+    characters_reserved: int = 0
+    retries: int = 0
+
+
+@dataclass
+class _Unit:
+    chars: int
+    audio: bool = False
+    done: bool = False
+
+
+@dataclass
+class UsageMeter:
+    """Accumulates the usage of one turn from the events of its life (see the module docstring)."""
+
+    rule: BillingRule
+    turn_id: str = ""
+    _units: list[_Unit] = field(default_factory=list, init=False)
+    _settled: int = field(default=0, init=False)  # billed characters of earlier (retried) attempts
+    _buffer_text: str = field(default="", init=False)  # Kitta: text since the last flush
+    _sent: int = field(default=0, init=False)
+    _heard: int = field(default=0, init=False)
+    _audio_s: float = field(default=0.0, init=False)
+    _ended: TurnEnd | None = field(default=None, init=False)
+    _ending_key: str | None = field(default=None, init=False)
+    _error_code: str | None = field(default=None, init=False)
+    _retries: int = field(default=0, init=False)
+
+    # -- events
+
+    def send(self, text: str) -> None:
+        self._sent += len(text)
+        if self.rule.unit_per_send:
+            self._add_unit(text)
+        else:
+            self._buffer_text += text
+
+    def flush(self) -> None:
+        if not self.rule.unit_per_send:
+            self._add_unit(self._buffer_text)
+            self._buffer_text = ""
+
+    def audio(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        self._audio_s += seconds
+        head = self._head()
+        if head is not None:
+            head.audio = True
+
+    def unit_done(self, units: int | None = None) -> None:
+        """The server reports the oldest open unit complete (Kitta ``usage``); ``units`` is its count."""
+        head = self._head()
+        if head is not None:
+            head.done = True
+            if units is not None:
+                head.chars = units
+
+    def heard(self, chars: int) -> None:
+        self._heard += max(chars, 0)
+
+    def done(self) -> None:
+        self._end(TurnEnd.DONE, "done")
+
+    def cancelled(self) -> None:
+        self._end(TurnEnd.CANCELLED, "cancelled")
+
+    def failed(self, code: str | None, *, by_server: bool) -> None:
+        if self._end(TurnEnd.FAILED, _FAILED_BY_SERVER if by_server else _FAILED_LOCALLY):
+            self._error_code = code
+
+    def retry(self, *, by_server: bool) -> None:
+        """The attempt failed and the provider retries on a fresh context/session: settle its units."""
+        if self._ended is not None:
+            return
+        self._settled += self._billed(self.rule.ended[_FAILED_BY_SERVER if by_server else _FAILED_LOCALLY])
+        self._units.clear()
+        self._retries += 1
+
+    # -- the snapshot
+
+    @property
+    def usage(self) -> TurnUsage:
+        basis = self.rule.open if self._ending_key is None else self.rule.ended[self._ending_key]
+        billed = self._settled + self._billed(basis)
+        reserved = 0 if self._ended is not None else sum(u.chars for u in self._units) - self._billed(basis)
+        return TurnUsage(
+            provider=self.rule.provider,
+            turn_id=self.turn_id,
+            characters_sent=self._sent,
+            characters_billed=billed,
+            characters_heard=self._heard,
+            audio_seconds=self._audio_s,
+            ended=self._ended,
+            error_code=self._error_code,
+            characters_reserved=max(reserved, 0),
+            retries=self._retries,
+        )
+
+    # -- internals
+
+    def _add_unit(self, text: str) -> None:
+        chars = len(text.strip())
+        if chars and self._ended is None:
+            self._units.append(_Unit(chars))
+
+    def _head(self) -> _Unit | None:
+        return next((u for u in self._units if not u.done), None)
+
+    def _billed(self, basis: Billed) -> int:
+        if basis is Billed.ALL:
+            return sum(u.chars for u in self._units)
+        if basis is Billed.AUDIO:
+            return sum(u.chars for u in self._units if u.audio or u.done)
+        return 0
+
+    def _end(self, end: TurnEnd, key: str) -> bool:
+        if self._ended is not None:
+            return False
+        self._ended, self._ending_key = end, key
+        return True
+
+
+@dataclass
+class UsageTotals:
+    """Totals over finished turns (for an end-of-run report)."""
+
+    turns: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    characters_sent: int = 0
+    characters_billed: int = 0
+    characters_heard: int = 0
+    audio_seconds: float = 0.0
+
+    @classmethod
+    def of(cls, usages: Iterable[TurnUsage]) -> UsageTotals:
+        totals = cls()
+        for usage in usages:
+            totals.add(usage)
+        return totals
+
+    def add(self, usage: TurnUsage) -> None:
+        self.turns += 1
+        key = usage.ended.value if usage.ended is not None else "open"
+        if usage.ended is TurnEnd.FAILED and usage.error_code:
+            key = f"failed:{usage.error_code}"
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+        self.characters_sent += usage.characters_sent
+        self.characters_billed += usage.characters_billed
+        self.characters_heard += usage.characters_heard
+        self.audio_seconds += usage.audio_seconds
+
+    def report(self) -> str:
+        """One line: ``3 turns (done 2, cancelled 1): 120 characters sent, 118 billed, 80 heard; 7.4 s``."""
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items()))
+        return (
+            f"{self.turns} turn{'s' if self.turns != 1 else ''}"
+            + (f" ({outcomes})" if outcomes else "")
+            + f": {self.characters_sent} characters sent, {self.characters_billed} billed,"
+            + f" {self.characters_heard} heard; {self.audio_seconds:.1f} s of audio"
+        )
