@@ -410,7 +410,7 @@ async def _close_draining(ws: ClientConnection, code: int, reason: str, timeout:
     async def drain() -> None:
         with contextlib.suppress(Exception):
             async for _ in ws:
-                pass
+                await asyncio.sleep(0)  # a server that never stops must not starve the loop
 
     drainer = asyncio.create_task(drain(), name="kitta-close-drain")
     try:
