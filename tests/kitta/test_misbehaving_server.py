@@ -112,7 +112,9 @@ async def run_generation(client: KittaClient) -> list[bytes]:
 
 async def test_audio_sent_as_a_text_string_fails_the_session_with_a_protocol_error() -> None:
     async def script(ws: web.WebSocketResponse, rid: str) -> None:
-        await ws.send_bytes(pack({"event": "audio", "request_id": rid, "seq": 0, "audio": "AAAAAAAAAAAAAAAA"}))
+        await ws.send_bytes(
+            pack({"event": "audio", "request_id": rid, "seq": 0, "audio": "AAAAAAAAAAAAAAAA"})
+        )
         await ws.send_bytes(pack({"event": "audio", "request_id": rid, "seq": 1, "audio": PCM}))
         await ws.send_bytes(pack({"event": "finish", "request_id": rid, "units": 6}))
 

@@ -2,7 +2,9 @@
 
 * :class:`KittaSession` is one WebSocket connection = one server session. It connects, authenticates and
   starts in a background task as soon as it is created; commands queue in its sans-I/O
-  :class:`~ttsbridge.kitta.protocol.KittaProtocol` until the server is ``ready``.
+  :class:`~ttsbridge.kitta.protocol.KittaProtocol` until the server is ``ready``. A *deferred* session
+  (:meth:`KittaClient.preconnect`) connects and authenticates but holds ``start`` until
+  :meth:`KittaSession.begin`: a warm connection with no server session behind it.
 * :class:`KittaGeneration` is one user-intended generation: it owns a session and, on a retryable failure
   (``retryable: true``, close 1012/1013, a retryable handshake answer), moves to a fresh session with a
   derived ``request_id`` (``<id>.r1``, ``<id>.r2``...) and replays only segments none of whose audio was
