@@ -5,6 +5,7 @@ happened on the server side."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -107,7 +108,17 @@ async def test_finished_turns_keep_no_session_socket_or_buffer(
 ) -> None:
     provider = make_provider()
     await provider.prewarm()
-    turns = [(await speak(provider, f"Sentence {i}. "))[0] for i in range(6)]
+    turns = [(await speak(provider, f"Sentence {i}. "))[0] for i in range(4)]
+    barged = await provider.open_turn(sample_rate=24000)  # a barge-in: cancelled before its end
+    await barged.send("Interrupted sentence. ")
+    await barged.cancel()
+    failed = await provider.open_turn(sample_rate=24000, voice_id="no-such-voice")
+    await failed.send("Fails. ")
+    await failed.end()
+    with contextlib.suppress(TTSAPIError):
+        await asyncio.wait_for(failed.__aiter__().__anext__(), WAIT)
+    assert failed.done and failed.generation.error is not None
+    turns += [barged, failed, (await speak(provider, "Last one. "))[0]]
     await provider.prewarm()
     standby = provider.standby_session
     assert not provider._turns  # nothing per turn is kept after it ends

@@ -229,6 +229,8 @@ class KittaSession:
         self.last_event_at = self.created_at
         self._send_lock = asyncio.Lock()
         self._pumps: set[asyncio.Task[None]] = set()
+        #: Set by the generation once it is done: nobody will read the inbox again.
+        self.abandoned = False
         self._closing = False
         client._sessions.add(self)
         self._task = asyncio.create_task(self._run(), name=f"kitta-session-{proto.request_id}")
@@ -275,8 +277,14 @@ class KittaSession:
                 await _close_draining(ws, code, reason, self.client.close_timeout)
         finally:
             self._mark_ended()
-            self.ws = None  # the socket and what it buffered go with the session
-            self.client._sessions.discard(self)
+            self._release()
+
+    def _release(self) -> None:
+        """The task is over: the socket goes; so does the inbox once its reader is done with it."""
+        self.ws = None
+        if self.abandoned:
+            self.inbox.clear()
+        self.client._sessions.discard(self)
 
     async def _read(self, ws: ClientConnection) -> tuple[int | None, str]:
         """Read until the outcome is known; returns the close to send (None: the socket is closed)."""
@@ -328,7 +336,8 @@ class KittaSession:
         self.ended_at = time.monotonic()
         self.authenticated.set()
         self.ready.set()
-        self.inbox.append(_END)
+        if not self.abandoned:
+            self.inbox.append(_END)
         self.wakeup.set()
 
     def begin(self, request_id: str | None = None, options: KittaOptions | None = None) -> None:
@@ -402,7 +411,7 @@ class KittaSession:
         # wait_ready() and the generation's iterator would wait for their timeouts.
         self._mark_ended()
         if self._task.done():
-            self.client._sessions.discard(self)
+            self._release()
 
 
 async def _close_draining(ws: ClientConnection, code: int, reason: str, timeout: float) -> None:
@@ -485,6 +494,7 @@ class KittaGeneration:
         self.first_audio_or_done.set()
         self._wake.set()
         self._backlog.clear()
+        self._session.abandoned = True
         self._session.inbox.clear()  # what is left is nobody's (the end marker, audio after a cancel)
         callbacks, self._done_callbacks = self._done_callbacks, []
         for fn in callbacks:
