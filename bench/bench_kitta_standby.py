@@ -1,8 +1,10 @@
-"""Kitta time to first audio: warm standby session vs a fresh connect + auth + start per turn.
+"""Kitta time to first audio: a pre-connected standby connection vs a fresh connection per turn.
 
 A Kitta v2 connection carries one generation, so without a standby every turn pays the WebSocket handshake,
 ``authenticated``, ``start`` -> ``ready`` before its first text can go out. With ``standby=True`` the provider
-keeps one session ready in the background and the turn's text goes out at once.
+keeps one connection connected and authenticated in the background, with ``start`` held: the turn sends its
+``start`` (its own request_id) on it, so only ``start`` -> ``ready`` stays on its path. Both runs use the same
+emulator delays; the bench also checks that each turn started exactly one server session (none while idle).
 
 The emulator adds a realistic ``first_chunk_latency`` (model time to first audio) and a handshake delay
 (TCP + TLS + load balancer + upgrade on a real network), both knobs below. Turns are a few hundred ms apart,
@@ -13,7 +15,7 @@ cancelled once its first chunk arrived.
     python bench/bench_kitta_standby.py [--turns 30] [--first-chunk 0.15] [--handshake 0.12]
                                         [--realtime-factor 1.0]
 
-Prints the medians, p90s, and the ratio fresh/standby.
+Prints the medians, p90s, the ratio fresh/standby, and the server sessions started per turn.
 """
 
 from __future__ import annotations
@@ -84,8 +86,11 @@ async def main() -> None:
         try:
             await run(fresh, 2, False)  # warm-up (imports, first connections)
             await run(warm, 2, True)
+            before = emu.stats.kitta_sessions
             t_fresh = await run(fresh, args.turns, False)
+            mid = emu.stats.kitta_sessions
             t_warm = await run(warm, args.turns, True)
+            per_turn = ((mid - before) / args.turns, (emu.stats.kitta_sessions - mid) / args.turns)
         finally:
             await fresh.aclose()
             await warm.aclose()
@@ -97,9 +102,10 @@ async def main() -> None:
         f"realtime_factor={args.realtime_factor:g}"
     )
     print(f"  fresh session per turn : median {m_fresh * 1000:7.1f} ms   p90 {p90(t_fresh) * 1000:7.1f} ms")
-    print(f"  warm standby           : median {m_warm * 1000:7.1f} ms   p90 {p90(t_warm) * 1000:7.1f} ms")
+    print(f"  pre-connected standby  : median {m_warm * 1000:7.1f} ms   p90 {p90(t_warm) * 1000:7.1f} ms")
     saved = 1000 * (m_fresh - m_warm)
     print(f"  ratio fresh/standby    : {m_fresh / m_warm:.2f}x   (saved {saved:.1f} ms/turn)")
+    print(f"  sessions started/turn  : fresh {per_turn[0]:.2f}, standby {per_turn[1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from support import wait_until as poll
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_duration, tone_frequency
 from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSTimeoutError
@@ -319,19 +320,20 @@ async def test_standby_is_used_and_replaced(kemu: Emulator, make_provider: MakeP
     provider = make_provider()
     await provider.prewarm()
     first = provider.standby_session
-    assert first is not None and first.proto.is_ready
+    assert first is not None and first.authenticated.is_set() and not first.proto.is_ready
     turn1, pcm1 = await speak(provider, ["Turn one. "])
-    assert turn1.from_standby and turn1.id == first.request_id
-    await provider.prewarm()  # the replacement becomes ready
+    assert turn1.from_standby and turn1.generation.session is first
+    await provider.prewarm()  # the replacement connects
     second = provider.standby_session
-    assert second is not None and second is not first and second.proto.is_ready
+    assert second is not None and second is not first and second.authenticated.is_set()
     turn2, pcm2 = await speak(provider, ["Turn two. "])
-    assert turn2.from_standby and turn2.id == second.request_id
+    assert turn2.from_standby and turn2.generation.session is second
     check_tones(pcm1, ["Turn one."], 24000)
     check_tones(pcm2, ["Turn two."], 24000)
     assert provider.standby_hits == 2 and provider.standby_misses == 0
     await provider.prewarm()
-    assert provider.standby_created == 3 and kemu.stats.kitta_sessions == 3
+    assert provider.standby_created == 3 and kemu.stats.kitta_connections == 3
+    assert kemu.stats.kitta_request_ids == [turn1.id, turn2.id]  # one session per turn, none while idle
 
 
 async def test_standby_is_retired_by_age(kemu: Emulator, make_provider: MakeProvider) -> None:
@@ -340,32 +342,37 @@ async def test_standby_is_retired_by_age(kemu: Emulator, make_provider: MakeProv
     old = provider.standby_session
     assert old is not None
     await kemu.wait_until(lambda: kemu.stats.kitta_client_closes >= 1, timeout=WAIT)  # retired, closed
-    assert provider.standby_retired >= 1 and old.ended
+    await poll(lambda: old.ended, WAIT)
+    assert provider.standby_retired >= 1
     await provider.prewarm()
     turn, pcm = await speak(provider, ["Fresh standby. "])
-    assert turn.from_standby and turn.id != old.request_id
+    assert turn.from_standby and turn.generation.session is not old
     check_tones(pcm, ["Fresh standby."], 24000)
-    assert kemu.stats.kitta_segment_texts == ["Fresh standby."]  # retired sessions were never billed
+    assert kemu.stats.kitta_segment_texts == ["Fresh standby."]  # retired connections were never billed
+    assert kemu.stats.kitta_request_ids == [turn.id]
 
 
-async def test_overrides_bypass_the_standby(kemu: Emulator, make_provider: MakeProvider) -> None:
+async def test_overrides_use_the_standby_connection(kemu: Emulator, make_provider: MakeProvider) -> None:
     provider = make_provider()
     await provider.prewarm()
     standby = provider.standby_session
     turn, pcm = await speak(provider, ["In English. "], language="en")
-    assert not turn.from_standby and provider.standby_session is standby
+    # start carries the turn's options, so the warm connection serves any voice or language
+    assert turn.from_standby and turn.generation.session is standby
+    assert standby is not None and standby.proto.request.language == "en"
     check_tones(pcm, ["In English."], 24000)
 
 
-async def test_update_options_retires_the_standby(kemu: Emulator, make_provider: MakeProvider) -> None:
+async def test_update_options_keeps_the_warm_connection(kemu: Emulator, make_provider: MakeProvider) -> None:
     provider = make_provider()
     await provider.prewarm()
     standby = provider.standby_session
     provider.update_options(language="en")
     assert provider.options.language == "en"
+    turn, _ = await speak(provider, ["Now in English. "])
+    assert turn.generation.session is standby and turn.generation.session.proto.request.language == "en"
     await provider.prewarm()
-    assert provider.standby_session is not standby
-    assert provider.standby_session is not None and provider.standby_session.proto.request.language == "en"
+    assert kemu.stats.kitta_connections == 2 and kemu.stats.kitta_sessions == 1  # the used one + replacement
 
 
 async def test_standby_recovers_after_server_drops_it(kemu: Emulator, make_provider: MakeProvider) -> None:

@@ -468,3 +468,30 @@ def test_limits_are_validated() -> None:
     with pytest.raises(TTSInvalidOptionError) as exc:
         KittaLimits(max_text_chars=-1)
     assert exc.value.field == "max_text_chars" and exc.value.value == -1
+
+
+@pytest.mark.parametrize("auth", ["header", "frame"])
+def test_a_deferred_session_authenticates_but_holds_start_until_begin(auth: str) -> None:
+    p = make(auth=auth)
+    p.deferred = True
+    first = unpack(p.data_to_send())
+    assert [f["event"] for f in first] == (["auth"] if auth == "frame" else [])
+    p.receive(srv(event="authenticated"))
+    assert p.state is State.AUTHENTICATED and p.data_to_send() == []  # no start: no server session
+    other = StartRequest(voice_id="other", model="fishaudio-s21pro-flash", format="pcm", language="en")
+    p.begin("turn-7", other)
+    (start,) = unpack(p.data_to_send())
+    assert start["event"] == "start" and start["request_id"] == "turn-7"
+    assert start["request"]["voice_id"] == "other" and start["request"]["language"] == "en"
+    assert p.state is State.STARTED
+    with pytest.raises(KittaProtocolError):
+        p.begin("again")  # only once
+
+
+def test_begin_before_authenticated_sends_start_on_authenticated() -> None:
+    p = make()
+    p.deferred = True
+    p.begin("turn-8")
+    assert p.data_to_send() == []
+    p.receive(srv(event="authenticated"))
+    assert [f["request_id"] for f in unpack(p.data_to_send())] == ["turn-8"]

@@ -56,7 +56,9 @@ async def test_stream_from_the_standby_as_livekit_checks_it(emu: Emulator) -> No
         assert t.capabilities.streaming and t.capabilities.aligned_transcript
         assert (t.provider, t.model) == ("Kitta", "fishaudio-s21pro-flash")
         t.prewarm()
-        await wait_until(lambda: t.options is not None and emu.stats.kitta_sessions >= 1)
+        await wait_until(
+            lambda: t.options is not None and emu.stats.kitta_connections >= 1
+        )  # the warm connection
         events = await run_stream(t, f"{S1} {S2} {S3}")
         hits = t.turn_provider.standby_hits  # type: ignore[attr-defined]
     finally:

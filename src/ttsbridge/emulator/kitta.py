@@ -342,8 +342,10 @@ class _Endpoint:
         await ws.prepare(request)
         stats.kitta_connections += 1
         stats.kitta_auth_modes.append("header" if header_key else "frame")
+        stats.kitta_events.append((time.monotonic(), "connect"))
         session = _Session(self, request, ws, header_key)
         self.active += 1
+        stats.kitta_open = self.active
         self.sessions.add(session)
         register = getattr(self.emulator, "register_connection", None)
         if callable(register):
@@ -353,6 +355,7 @@ class _Endpoint:
             await session.run()
         finally:
             self.active -= 1
+            stats.kitta_open = self.active
             self.sessions.discard(session)
             unregister = getattr(self.emulator, "unregister_connection", None)
             if callable(unregister):
@@ -435,6 +438,7 @@ class _Session:
         if self.request_id is not None:
             event["request_id"] = self.request_id
         self.stats.kitta_errors.append(err.code)
+        self.stats.kitta_events.append((time.monotonic(), "error"))
         self.ep.notify()
         await self.send(event)
         if not self.cfg.close_after_error:
@@ -578,6 +582,7 @@ class _Session:
         self.encoder = open_encoder(self.format, self.sample_rate)
         self.stats.kitta_sessions += 1
         self.stats.kitta_request_ids.append(request_id)
+        self.stats.kitta_events.append((time.monotonic(), "start"))
         self.ep.notify()
         cfg = self.ep.config
         if cfg.session_faults:
@@ -873,6 +878,8 @@ _STAT_DEFAULTS: Final[dict[str, Any]] = {
     "kitta_client_closes": 0,
     "kitta_finished": 0,
     "kitta_drops": 0,
+    "kitta_open": 0,  # Kitta WebSocket connections open now
+    "kitta_events": list,  # (time.monotonic(), "connect" | "start" | "error"), in order
 }
 
 

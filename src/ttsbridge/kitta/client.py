@@ -2,7 +2,9 @@
 
 * :class:`KittaSession` is one WebSocket connection = one server session. It connects, authenticates and
   starts in a background task as soon as it is created; commands queue in its sans-I/O
-  :class:`~ttsbridge.kitta.protocol.KittaProtocol` until the server is ``ready``.
+  :class:`~ttsbridge.kitta.protocol.KittaProtocol` until the server is ``ready``. A *deferred* session
+  (:meth:`KittaClient.preconnect`) connects and authenticates but holds ``start`` until
+  :meth:`KittaSession.begin`: a warm connection with no server session behind it.
 * :class:`KittaGeneration` is one user-intended generation: it owns a session and, on a retryable failure
   (``retryable: true``, close 1012/1013, a retryable handshake answer), moves to a fresh session with a
   derived ``request_id`` (``<id>.r1``, ``<id>.r2``...) and replays only segments none of whose audio was
@@ -25,7 +27,7 @@ import time
 import uuid
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -47,6 +49,7 @@ from ttsbridge.kitta.models import (
     PATH,
     SUBPROTOCOL,
     AudioEvent,
+    AuthenticatedEvent,
     FinishEvent,
     KittaLimits,
     KittaOptions,
@@ -68,6 +71,8 @@ _HTTP_CODES: Final = {
 }
 _KEY_PARAMS: Final = frozenset({"token", "api_key", "apikey", "key", "access_token"})
 _END: Final = object()
+#: A retry's connection is opened this long before its backoff ends (its handshake overlaps the backoff).
+_PRECONNECT_LEAD: Final = 2.0
 
 # Keys registered by live clients: the websockets logger of our connections masks them (it logs handshake
 # headers at DEBUG, Authorization included).
@@ -212,14 +217,20 @@ class KittaSession:
         self.proto = proto
         self.inbox: deque[Any] = deque()
         self.wakeup = asyncio.Event()
+        self.authenticated = asyncio.Event()  # set on authenticated, and on end
         self.ready = asyncio.Event()  # set on ready, and on end
         self.ended = False
+        #: When the outcome became known (monotonic): a retry's backoff counts from here.
+        self.ended_at: float | None = None
         self.error: TTSBridgeError | None = None
         self.ws: ClientConnection | None = None
         self.created_at = time.monotonic()
         #: When the server last sent something (or the session was created): silence is measured from here.
         self.last_event_at = self.created_at
         self._send_lock = asyncio.Lock()
+        self._pumps: set[asyncio.Task[None]] = set()
+        #: Set by the generation once it is done: nobody will read the inbox again.
+        self.abandoned = False
         self._closing = False
         client._sessions.add(self)
         self._task = asyncio.create_task(self._run(), name=f"kitta-session-{proto.request_id}")
@@ -253,52 +264,64 @@ class KittaSession:
                 self.proto.fail(exc)
                 return
             if self._closing:
-                await ws.close(1000, "closed")
+                await _close_draining(ws, 1000, "closed", self.client.close_timeout)
                 return
             self.ws = ws
             log.debug("kitta %s: connected (auth=%s)", self.request_id, self.proto.auth)
             await self.pump()
-            try:
-                async for message in ws:
-                    if isinstance(message, str):
-                        raise KittaProtocolError("kitta: the server sent a text frame (MessagePack expected)")
-                    self.last_event_at = time.monotonic()
-                    events = self.proto.receive(message)
-                    if events:
-                        for event in events:
-                            self.inbox.append(event)
-                            if isinstance(event, ReadyEvent):
-                                self.ready.set()
-                        self.wakeup.set()
-                    await self.pump()
-                    if self.proto.state is State.FINISHED:
-                        await ws.close(1000, "finished")
-                        break
-                    if self.proto.state is State.FAILED:
-                        # The error event decides the outcome (the close that should follow changes nothing):
-                        # report it now rather than wait for a server that may never close.
-                        with contextlib.suppress(Exception):
-                            await asyncio.wait_for(
-                                ws.close(1000, "error received"), self.client.close_timeout
-                            )
-                        break
-            except ConnectionClosed:
-                pass
-            except KittaProtocolError as exc:
-                self.proto.fail(exc)
-                log.warning("kitta %s: %s", self.request_id, exc)
-                with contextlib.suppress(Exception):
-                    await ws.close(1002, "protocol error")
-            except Exception as exc:  # a bug of ours: fail the session loudly rather than hang
-                log.exception("kitta %s: unexpected error in the session reader", self.request_id)
-                self.proto.fail(KittaProtocolError(f"kitta: internal error: {type(exc).__name__}"))
-                with contextlib.suppress(Exception):
-                    await ws.close(1011, "client error")
+            code, reason = await self._read(ws)
+            if code is not None:
+                # The outcome is decided (finish, error event, protocol error): report it now, then finish
+                # the close in the background of this task, bounded, reading and discarding what still comes.
+                self._mark_ended()
+                await _close_draining(ws, code, reason, self.client.close_timeout)
         finally:
             self._mark_ended()
+            self._release()
+
+    def _release(self) -> None:
+        """The task is over: the socket goes; so does the inbox once its reader is done with it."""
+        self.ws = None
+        if self.abandoned:
+            self.inbox.clear()
+        self.client._sessions.discard(self)
+
+    async def _read(self, ws: ClientConnection) -> tuple[int | None, str]:
+        """Read until the outcome is known; returns the close to send (None: the socket is closed)."""
+        try:
+            async for message in ws:
+                if isinstance(message, str):
+                    raise KittaProtocolError("kitta: the server sent a text frame (MessagePack expected)")
+                self.last_event_at = time.monotonic()
+                events = self.proto.receive(message)
+                if events:
+                    for event in events:
+                        self.inbox.append(event)
+                        if isinstance(event, AuthenticatedEvent):
+                            self.authenticated.set()
+                        elif isinstance(event, ReadyEvent):
+                            self.ready.set()
+                    self.wakeup.set()
+                await self.pump()
+                if self.proto.state is State.FINISHED:
+                    return 1000, "finished"
+                if self.proto.state is State.FAILED:
+                    # The error event decides the outcome (the close that should follow changes nothing).
+                    return 1000, "error received"
+        except ConnectionClosed:
+            pass
+        except KittaProtocolError as exc:
+            self.proto.fail(exc)
+            log.warning("kitta %s: %s", self.request_id, exc)
+            return 1002, "protocol error"
+        except Exception as exc:  # a bug of ours: fail the session loudly rather than hang
+            log.exception("kitta %s: unexpected error in the session reader", self.request_id)
+            self.proto.fail(KittaProtocolError(f"kitta: internal error: {type(exc).__name__}"))
+            return 1011, "client error"
+        return None, ""
 
     def _mark_ended(self) -> None:
-        """The session is over: record why, wake every waiter (ready, inbox) and leave the client's set."""
+        """The session is over: record why and wake every waiter (authenticated, ready, inbox)."""
         if self.ended:
             return
         code: int | None = None
@@ -310,10 +333,27 @@ class KittaSession:
         if self.error is not None:
             log.debug("kitta %s: session ended: %s", self.request_id, self.error)
         self.ended = True
+        self.ended_at = time.monotonic()
+        self.authenticated.set()
         self.ready.set()
-        self.inbox.append(_END)
+        if not self.abandoned:
+            self.inbox.append(_END)
         self.wakeup.set()
-        self.client._sessions.discard(self)
+
+    def begin(self, request_id: str | None = None, options: KittaOptions | None = None) -> None:
+        """Send the held ``start`` of a deferred (pre-connected) session, for ``request_id``/``options``."""
+        request = options.start_request() if options is not None else None
+        self.proto.begin(request_id, request)
+        if request_id is not None:
+            self._task.set_name(f"kitta-session-{request_id}")
+        self.last_event_at = time.monotonic()  # the server owes us 'ready' from now on
+        if self.proto.has_data_to_send:
+            self._pump_soon()
+
+    def _pump_soon(self) -> None:
+        task = asyncio.create_task(self.pump(), name=f"kitta-pump-{self.request_id}")
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
 
     async def pump(self) -> None:
         """Write whatever the protocol allows now, in order."""
@@ -337,18 +377,31 @@ class KittaSession:
         if not self.proto.is_ready:
             raise self.error or TTSConnectionError("kitta: session closed before 'ready'")
 
-    async def close(self, code: int = 1000, reason: str = "") -> None:
-        """Close the socket (bounded); nothing more is sent or delivered. Idempotent."""
+    async def wait_authenticated(self, timeout: float) -> None:
+        """Until ``authenticated`` (a warm connection); raises the session's error, or a timeout."""
+        try:
+            await asyncio.wait_for(self.authenticated.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self.close(1000, "authentication timeout")
+            raise TTSTimeoutError(f"kitta: no 'authenticated' within {timeout:g} s") from None
+        if not self.alive:
+            raise self.error or TTSConnectionError("kitta: connection closed before 'authenticated'")
+
+    async def close(self, code: int = 1000, reason: str = "", *, wait: bool = True) -> None:
+        """Close the socket (bounded); nothing more is sent or delivered. Idempotent.
+
+        A session whose outcome is already known (``ended``) finishes its close in its own task, bounded;
+        ``wait=False`` returns at once instead of waiting for that."""
         self._closing = True
         self.proto.close()
         ws = self.ws
         if ws is None and not self._task.done():
             self._task.cancel()  # still handshaking
-        elif ws is not None:
+        elif ws is not None and not self.ended:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(code, reason), self.client.close_timeout + 1.0)
-        if not self._task.done():
-            done, _ = await asyncio.wait({self._task}, timeout=self.client.close_timeout + 1.0)
+        if not self._task.done() and (wait or not self.ended):
+            done, _ = await asyncio.wait({self._task}, timeout=self.client.close_timeout + 2.0)
             if not done:
                 self._task.cancel()
                 await asyncio.wait({self._task}, timeout=1.0)
@@ -357,6 +410,28 @@ class KittaSession:
         # A task cancelled before its first step never ran _run's finally: end the session here, or
         # wait_ready() and the generation's iterator would wait for their timeouts.
         self._mark_ended()
+        if self._task.done():
+            self._release()
+
+
+async def _close_draining(ws: ClientConnection, code: int, reason: str, timeout: float) -> None:
+    """Close ``ws`` within ``timeout``: read and discard what the server still sends (so its close reply is
+    not stuck behind unread frames), abort the transport if the close handshake does not complete."""
+
+    async def drain() -> None:
+        with contextlib.suppress(Exception):
+            async for _ in ws:
+                await asyncio.sleep(0)  # a server that never stops must not starve the loop
+
+    drainer = asyncio.create_task(drain(), name="kitta-close-drain")
+    try:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ws.close(code, reason), timeout)
+    finally:
+        drainer.cancel()
+        await asyncio.wait({drainer}, timeout=1.0)
+        if ws.close_code is None:
+            ws.transport.abort()
 
 
 # --------------------------------------------------------------------------------------------- generation
@@ -380,10 +455,13 @@ class KittaGeneration:
     ) -> None:
         self._client = client
         self.options = options
-        if session is not None:
+        rid = request_id or str(uuid.uuid4())
+        if session is not None and session.proto.deferred:
+            session.begin(rid, options)  # a pre-connected session: its start goes out now, for this id
+            self._session = session
+        elif session is not None:
             self._session = session
         else:
-            rid = request_id or str(uuid.uuid4())
             self._session = KittaSession(client, client._new_protocol(rid, options))
         self._proto = self._session.proto
         self.base_request_id = self._proto.request_id
@@ -401,7 +479,29 @@ class KittaGeneration:
         self.first_audio_or_done = asyncio.Event()
         self._finished = False
         self._error: TTSBridgeError | None = None
+        self._done_callbacks: list[Callable[[KittaGeneration], None]] = []
         client._generations.add(self)
+
+    def add_done_callback(self, fn: Callable[[KittaGeneration], None]) -> None:
+        """Call ``fn(self)`` once the generation is done (finished, failed or cancelled)."""
+        if self.done:
+            fn(self)
+        else:
+            self._done_callbacks.append(fn)
+
+    def _settle(self) -> None:
+        """The generation is done: wake its waiters, run the done callbacks, drop what it buffered."""
+        self.first_audio_or_done.set()
+        self._wake.set()
+        self._backlog.clear()
+        self._session.abandoned = True
+        self._session.inbox.clear()  # what is left is nobody's (the end marker, audio after a cancel)
+        callbacks, self._done_callbacks = self._done_callbacks, []
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:  # a callback's bug must not break the turn
+                log.exception("kitta %s: done callback failed", self.request_id)
 
     def __repr__(self) -> str:
         return f"KittaGeneration(request_id={self.request_id!r}, retries={self.retries}, done={self.done})"
@@ -498,12 +598,11 @@ class KittaGeneration:
         if self._cancelled or self._finished or self._error is not None:
             return
         self._cancelled = True
-        self._wake.set()
-        self.first_audio_or_done.set()
+        self._settle()
         session = self._session
         session.wakeup.set()
         with contextlib.suppress(Exception):
-            await session.close(1000, "cancelled")
+            await session.close(1000, "cancelled", wait=False)
 
     async def aclose(self) -> None:
         if not self.done:
@@ -514,9 +613,11 @@ class KittaGeneration:
     async def _fail(self, err: TTSBridgeError) -> None:
         if self._error is None:
             self._error = err
-        self.first_audio_or_done.set()
+        self._settle()
+        session = self._session
         with contextlib.suppress(Exception):
-            await self._session.close(1000, "failed")
+            # an ended session (error event, protocol error) finishes its close in the background, bounded
+            await session.close(1000, "failed", wait=False)
 
     def _owes(self) -> bool:
         """Whether the server owes us something (so its silence is bounded by ``event_timeout``)."""
@@ -591,9 +692,9 @@ class KittaGeneration:
                 elif isinstance(item, FinishEvent):
                     self.units += item.units
                     self._finished = True
-                    self.first_audio_or_done.set()
+                    self._settle()
                     log.debug("kitta %s: finished, %d units", self.request_id, item.units)
-                    await session.close(1000, "finished")
+                    await session.close(1000, "finished", wait=False)
                     return
         finally:
             if not self.done:
@@ -618,7 +719,7 @@ class KittaGeneration:
             raise err
         self.retries += 1
         new_id = retry_request_id(self.base_request_id, self.retries)
-        new_proto = client._new_protocol(new_id, self.options)
+        new_proto = client._new_protocol(new_id, self.options, deferred=True)
         replayed = old.proto.replay_into(new_proto)
         for kind, text in self._backlog:
             if kind == "text":
@@ -630,7 +731,7 @@ class KittaGeneration:
         self._backlog.clear()
         self.units += old.proto.units_billed
         self._proto = new_proto  # from now on send() queues on the new session
-        await old.close(1000, "retrying")
+        await old.close(1000, "retrying", wait=False)
         delay = client._backoff(self.retries, err)
         log.warning(
             "kitta %s: %s; retry %d/%d as %s in %.2f s (%d segment(s) replayed)",
@@ -642,12 +743,30 @@ class KittaGeneration:
             delay,
             replayed,
         )
+        await self._start_retry((old.ended_at or time.monotonic()) + delay)
+
+    async def _sleep_until(self, deadline: float) -> bool:
+        """Wait until ``deadline`` (monotonic); False if cancelled or failed meanwhile."""
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)
-        if self._cancelled or self._error is not None:  # cancelled, or the client was closed meanwhile
+            await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - time.monotonic()))
+        return not (self._cancelled or self._error is not None)
+
+    async def _start_retry(self, deadline: float) -> None:
+        """Connect the retry's session during the backoff (start held), send its ``start`` at ``deadline``:
+        the backoff runs from the failure to the next ``start``, whatever the connection's state."""
+        client = self._client
+        if not await self._sleep_until(deadline - _PRECONNECT_LEAD):
             return
-        self.request_ids.append(new_id)
-        self._session = KittaSession(client, new_proto)
+        proto = self._proto
+        session = self._session = KittaSession(client, proto)
+        if not await self._sleep_until(deadline):
+            await session.close(1000, "cancelled", wait=False)
+            return
+        self.request_ids.append(proto.request_id)
+        if session.alive:
+            session.begin()
+        # else the pre-connected socket failed (e.g. a retryable handshake answer): that was this attempt,
+        # and the iterator sees its end and decides (retry with backoff, or fail).
 
 
 # ------------------------------------------------------------------------------------------------- client
@@ -741,8 +860,11 @@ class KittaClient:
             )
         return opts
 
-    def _new_protocol(self, request_id: str, options: KittaOptions) -> KittaProtocol:
+    def _new_protocol(
+        self, request_id: str, options: KittaOptions, *, deferred: bool = False
+    ) -> KittaProtocol:
         return KittaProtocol(
+            deferred=deferred,
             request_id=request_id,
             request=options.start_request(),
             auth=self.auth,
@@ -813,6 +935,14 @@ class KittaClient:
             raise TTSConnectionError("kitta: client is closed", retryable=False)
         return KittaSession(self, self._new_protocol(request_id or str(uuid.uuid4()), self._options(options)))
 
+    def preconnect(self, options: KittaOptions | None = None) -> KittaSession:
+        """A warm connection: connects and authenticates in the background but holds ``start``, so no server
+        session exists until a generation adopts it (``generation(session=...)``) with its own request_id."""
+        if self._closed:
+            raise TTSConnectionError("kitta: client is closed", retryable=False)
+        placeholder = f"standby-{uuid.uuid4().hex[:12]}"  # never sent: begin() sets the turn's request_id
+        return KittaSession(self, self._new_protocol(placeholder, self._options(options), deferred=True))
+
     async def connect_session(
         self, options: KittaOptions | None = None, *, request_id: str | None = None
     ) -> KittaSession:
@@ -876,8 +1006,7 @@ class KittaClient:
         for gen in list(self._generations):
             if not gen.done:
                 gen._error = TTSConnectionError("kitta: client closed", retryable=False)
-                gen.first_audio_or_done.set()
-                gen._wake.set()  # a generation waiting to retry fails now, and starts no session
+                gen._settle()  # a generation waiting to retry fails now, and starts no session
                 gen._session.wakeup.set()
         sessions = list(self._sessions)
         if sessions:

@@ -81,7 +81,9 @@ MODEL_CAPABILITIES: dict[str, frozenset[str]] = {
 }
 
 _CLIENT = ConfigDict(extra="forbid", strict=True, frozen=True)
-_SERVER = ConfigDict(extra="ignore")
+# strict: a field of the wrong type (``audio`` as a text string, ``sample_rate`` as "24000" or 24000.0,
+# ``retryable`` as "true") is a protocol error, never coerced into something that plays.
+_SERVER = ConfigDict(extra="ignore", strict=True)
 
 _LANGUAGE = r"^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$"
 _EMOTION = r"^[a-z][a-z_]{0,31}$"

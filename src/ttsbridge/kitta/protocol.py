@@ -255,6 +255,9 @@ class KittaProtocol:
     limits: KittaLimits = field(default_factory=KittaLimits)
     #: Masked in error texts built from server text (the key, whatever the auth mode).
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    #: Hold ``start`` until :meth:`begin`: the connection authenticates, but no session is started (a warm
+    #: standby connection, or a retry's connection opened during its backoff).
+    deferred: bool = False
 
     state: State = field(default=State.CONNECTING, init=False)
     error: TTSBridgeError | None = field(default=None, init=False)
@@ -386,6 +389,28 @@ class KittaProtocol:
         self.stop_requested = True
         self._outbox.append(_Out("stop", encode(StopEvent())))
 
+    def begin(self, request_id: str | None = None, request: StartRequest | None = None) -> None:
+        """Release the held ``start`` of a deferred session, optionally for another ``request_id`` and
+        ``request`` (the user-intended generation that takes this connection)."""
+        if not self.deferred:
+            raise KittaProtocolError("kitta: begin() on a session that was not deferred")
+        if self.terminal:
+            raise KittaProtocolError(f"kitta: cannot start: session is {self.state.value}")
+        if request_id is not None:
+            if not 1 <= len(request_id) <= 128:
+                raise ValueError("request_id must have 1-128 characters")
+            self.request_id = request_id
+        if request is not None:
+            self.request = request
+        self.deferred = False
+        if self.state is State.AUTHENTICATED:
+            self._queue_start()
+
+    def _queue_start(self) -> None:
+        self._outbox.insert(
+            0, _Out("start", encode(StartEvent(request_id=self.request_id, request=self.request)))
+        )
+
     def close(self) -> None:
         """The client closed the session (cancel, retire): nothing more is sent or delivered."""
         if not self.terminal:
@@ -460,9 +485,8 @@ class KittaProtocol:
             if self.state is not State.CONNECTING:
                 raise KittaProtocolError(f"kitta: 'authenticated' in state {self.state.value}")
             self.state = State.AUTHENTICATED
-            self._outbox.insert(
-                0, _Out("start", encode(StartEvent(request_id=self.request_id, request=self.request)))
-            )
+            if not self.deferred:
+                self._queue_start()
             return [event]
         if isinstance(event, ReadyEvent):
             if self.state is not State.STARTED:

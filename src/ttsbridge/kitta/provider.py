@@ -1,10 +1,11 @@
 """Kitta as a :class:`ttsbridge.turns.TurnProvider`: one turn = one Kitta session (one generation).
 
 A v2 connection carries exactly one generation, so every turn needs connect + auth + start before its first
-text can go out. With ``standby=True`` the provider keeps one session authenticated, started and ``ready`` in
-the background: a turn adopts it (its first text goes out at once) and a replacement is started right away.
-The standby is retired (closed, replaced) once it is ``standby_max_age`` seconds old, so it never runs into
-the server's idle timeout; closing a session that never received text costs nothing.
+text can go out. With ``standby=True`` the provider keeps one *connection* warm in the background: connected
+and ``authenticated``, but with its ``start`` held, so no server session and no request_id exist until a user
+opens a turn. The turn adopts the connection and sends ``start`` with its own fresh request_id; only
+``start`` -> ``ready`` remains on its path. An idle standby connection is replaced once it is
+``standby_max_age`` seconds old (below the server's idle timeout); nothing is ever started while idle.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
@@ -111,20 +113,22 @@ class KittaTurn(Turn):
 
     @property
     def connection_reused(self) -> bool:
-        """True when the turn took the warm standby session (no handshake, auth or start on its path)."""
+        """True when the turn took the warm standby connection (no handshake or auth on its path)."""
         return self.from_standby
 
 
 class KittaTurnProvider(TurnProvider):
-    """Turns on Kitta Realtime TTS v2, with an optional warm standby session.
+    """Turns on Kitta Realtime TTS v2, with an optional warm standby connection.
 
     Args:
         api_key: Kitta key (default ``$KITTA_API_KEY``); it only ever travels in the handshake header (or the
             auth frame with ``auth="frame"``).
         base_url: server (``wss://realtime.fishaudio.org`` by default; http(s) mapped to ws(s)).
         options: :class:`KittaOptions` (voice_id and model at least).
-        standby: keep one ready session in the background so that a turn starts without a handshake.
-        standby_max_age: retire the standby after this many seconds (keep it below the server's idle timeout).
+        standby: keep one connection connected and authenticated in the background (``start`` held until a
+            turn opens), so that a turn starts without a handshake. Starts no session while idle.
+        standby_max_age: replace an idle standby connection after this many seconds (keep it below the
+            server's idle and authentication timeouts).
         standby_replace_delay_max: the replacement of a used standby is started when the turn that took it
             has its first audio (so the handshake does not compete with it), at the latest after this long.
         client: an existing :class:`KittaClient` (then ``api_key``/``base_url``/knobs are ignored; the
@@ -177,6 +181,7 @@ class KittaTurnProvider(TurnProvider):
         self._turns: set[KittaTurn] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._not_before = 0.0  # monotonic: no turn starts before this (backoff after a retryable failure)
         #: Counters for diagnostics and tests.
         self.standby_hits = 0
         self.standby_misses = 0
@@ -209,10 +214,7 @@ class KittaTurnProvider(TurnProvider):
         return self._options.with_overrides(**overrides)
 
     def update_options(self, **options: Any) -> None:
-        new = self._turn_options(options)
-        old, self._options = self._options, new
-        if new.start_request() != old.start_request():
-            self._retire_standby("options changed")
+        self._options = self._turn_options(options)  # the standby holds no start: it serves any options
 
     # --------------------------------------------------------------------------------------------- standby
 
@@ -236,13 +238,33 @@ class KittaTurnProvider(TurnProvider):
             self._spawn_close(session)
         self._kick()
 
+    def _turn_done(self, turn: KittaTurn, gen: KittaGeneration) -> None:
+        """Forget the turn at once; after a retryable failure, hold the next turn's start for a backoff."""
+        self._turns.discard(turn)
+        err = gen.error
+        if err is not None and err.retryable:
+            failed_at = gen.session.ended_at or time.monotonic()
+            self._not_before = max(self._not_before, failed_at + self._client._backoff(1, err))
+        elif gen.finished:
+            self._not_before = 0.0
+
+    async def _wait_backoff(self) -> None:
+        """A turn opened right after a retryable failure is a retry (LiveKit's loop, a caller's): its
+        ``start`` waits the backoff from that failure, warm connection or not."""
+        delay = self._not_before - time.monotonic()
+        if delay > 0:
+            log.debug("kitta: previous turn failed (retryable); next start in %.2f s", delay)
+            await asyncio.sleep(delay)
+        self._not_before = 0.0
+
     def _spawn_close(self, session: KittaSession) -> None:
         task = asyncio.create_task(session.close(1000, "standby retired"), name="kitta-standby-close")
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
     async def _standby_loop(self) -> None:
-        """Keep one fresh session ready. Replaced after use, retired by age, backed off after failures."""
+        """Keep one warm connection (authenticated, nothing started). Replaced after use, retired by age,
+        backed off after failures."""
         assert self._wake is not None
         failures = 0
         while not self._closed:
@@ -270,7 +292,7 @@ class KittaTurnProvider(TurnProvider):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
                 continue
-            if session.proto.is_ready:
+            if session.authenticated.is_set():
                 failures = 0
             remaining = self.standby_max_age - session.age
             if remaining <= 0:
@@ -282,12 +304,13 @@ class KittaTurnProvider(TurnProvider):
                 await asyncio.wait_for(self._wake.wait(), remaining)
 
     def _new_standby(self) -> KittaSession:
-        session = self._standby = self._client.session(self._options)
+        session = self._standby = self._client.preconnect(self._options)
         session.task.add_done_callback(lambda _t: self._kick())
         self.standby_created += 1
         return session
 
-    def _take_standby(self, options: KittaOptions) -> KittaSession | None:
+    def _take_standby(self) -> KittaSession | None:
+        """The warm connection, if usable: any turn can take it (``start`` carries the turn's options)."""
         session = self._standby
         if session is None:
             return None
@@ -298,14 +321,12 @@ class KittaTurnProvider(TurnProvider):
         if session.age >= self.standby_max_age:
             self._retire_standby("max age")
             return None
-        if session.proto.request != options.start_request():
-            return None  # per-turn overrides: the standby stays for the next default turn
         self._standby = None
-        self._kick()  # start the replacement now
+        self._kick()  # the replacement connects once the turn has its first audio
         return session
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
-        """Start the standby (if enabled) and wait until it is ready; raises its error if it fails.
+        """Connect the standby (if enabled) and wait until it is authenticated; raises its error if it fails.
 
         ``sample_rate`` is accepted for the interface and ignored: a session's rate is the server's.
         """
@@ -315,7 +336,7 @@ class KittaTurnProvider(TurnProvider):
         if session is None or not session.alive:
             session = self._new_standby()
         self._ensure_standby_loop()
-        await session.wait_ready(self._client.connect_timeout + self._client.event_timeout)
+        await session.wait_authenticated(self._client.connect_timeout + self._client.event_timeout)
 
     # ----------------------------------------------------------------------------------------------- turns
 
@@ -324,10 +345,13 @@ class KittaTurnProvider(TurnProvider):
         options = self._turn_options(overrides)
         if self._closed:
             raise TTSConnectionError("kitta: provider is closed", retryable=False)
+        await self._wait_backoff()
+        if self._closed:
+            raise TTSConnectionError("kitta: provider is closed", retryable=False)
         session: KittaSession | None = None
         if self.standby_enabled:
             self._ensure_standby_loop()
-            session = self._take_standby(options)
+            session = self._take_standby()
             if session is not None:
                 self.standby_hits += 1
             else:
@@ -336,9 +360,8 @@ class KittaTurnProvider(TurnProvider):
         if session is not None:
             self._replace_gate = gen.first_audio_or_done
         turn = KittaTurn(gen, rate, from_standby=session is not None)
-        self._turns.add(turn)
-        if len(self._turns) > 64:
-            self._turns = {t for t in self._turns if not t.done}
+        self._turns.add(turn)  # only while it runs: nothing of a turn is kept after it ends
+        gen.add_done_callback(lambda g: self._turn_done(turn, g))
         log.debug("kitta: turn %s opened (standby=%s)", turn.id, session is not None)
         return turn
 

@@ -1,0 +1,188 @@
+"""A Kitta server that breaks the protocol: fields of the wrong type (issue 9.3), and a server that keeps
+sending after the frame the client rejected (issue 9.4). A small real websockets server on loopback plays
+the server; the field table is checked on the pure decoder."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgpack
+import pytest
+from aiohttp import WSMsgType, web
+
+from support import wait_until as poll
+from ttsbridge.emulator import TONE_VOICE_ID
+from ttsbridge.kitta import KittaClient, KittaOptions
+from ttsbridge.kitta.protocol import KittaProtocolError, decode
+
+WAIT = 5.0
+SUBPROTOCOL = "realtime.tts.msgpack.v2"
+PCM = b"\x01\x00" * 480
+
+Script = Callable[[web.WebSocketResponse, str], Awaitable[None]]
+
+
+def pack(obj: dict[str, Any]) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+class LoopbackServer:
+    """Authenticates, answers ``start`` with ``ready``, then runs ``script(ws, request_id)``. It never
+    answers a close frame on its own (``autoclose=False``): a script decides whether it ever closes."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.closed = asyncio.Event()
+        self.url = ""
+
+    async def handler(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), autoclose=False)
+        await ws.prepare(request)
+        try:
+            await ws.send_bytes(pack({"event": "authenticated"}))
+            start = msgpack.unpackb((await ws.receive()).data, raw=False)
+            rid = start["request_id"]
+            ready = {"event": "ready", "request_id": rid, "sample_rate": 24000, "channels": 1}
+            await ws.send_bytes(pack(ready))
+            await self.script(ws, rid)
+            while (await ws.receive()).type not in (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.ERROR):
+                pass
+            await ws.close()
+        except (ConnectionError, RuntimeError):  # the client aborted the connection
+            pass
+        finally:
+            self.closed.set()
+        return ws
+
+
+@contextlib.asynccontextmanager
+async def loopback(script: Script) -> AsyncIterator[LoopbackServer]:
+    server = LoopbackServer(script)
+    app = web.Application()
+    app.router.add_get("/v2/tts/live", server.handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    server.url = f"ws://127.0.0.1:{port}"
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def client_for(server: LoopbackServer, **kwargs: Any) -> AsyncIterator[KittaClient]:
+    client = KittaClient(
+        "any-key",
+        base_url=server.url,
+        options=KittaOptions(voice_id=TONE_VOICE_ID),
+        max_retries=0,
+        **kwargs,
+    )
+    try:
+        yield client
+    finally:
+        await asyncio.wait_for(client.aclose(), WAIT)
+
+
+async def run_generation(client: KittaClient) -> list[bytes]:
+    gen = client.generation()
+    got: list[bytes] = []
+    try:
+        await gen.send("Hello. ")
+        await gen.stop()
+
+        async def consume() -> None:
+            async for chunk in gen:
+                got.append(chunk.pcm)
+
+        await asyncio.wait_for(consume(), WAIT)
+    finally:
+        await gen.aclose()
+    return got
+
+
+# --------------------------------------------------------------------------------------- field types (9.3)
+
+
+async def test_audio_sent_as_a_text_string_fails_the_session_with_a_protocol_error() -> None:
+    async def script(ws: web.WebSocketResponse, rid: str) -> None:
+        await ws.send_bytes(
+            pack({"event": "audio", "request_id": rid, "seq": 0, "audio": "AAAAAAAAAAAAAAAA"})
+        )
+        await ws.send_bytes(pack({"event": "audio", "request_id": rid, "seq": 1, "audio": PCM}))
+        await ws.send_bytes(pack({"event": "finish", "request_id": rid, "units": 6}))
+
+    async with loopback(script) as server, client_for(server) as client:
+        got: list[bytes] = []
+        with pytest.raises(KittaProtocolError, match=r"audio\.audio"):
+            got = await run_generation(client)
+        assert got == []  # the string was never played as PCM, and nothing after it either
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        ({"event": "audio", "audio": "AAAA"}, "audio"),
+        ({"event": "audio", "audio": PCM, "sample_rate": "24000"}, "sample_rate"),
+        ({"event": "audio", "audio": PCM, "sample_rate": 24000.0}, "sample_rate"),
+        ({"event": "audio", "audio": PCM, "sample_rate": True}, "sample_rate"),
+        ({"event": "audio", "audio": PCM, "channels": "1"}, "channels"),
+        ({"event": "audio", "audio": PCM, "bit_depth": 16.0}, "bit_depth"),
+        ({"event": "audio", "audio": PCM, "seq": "3"}, "seq"),
+        ({"event": "audio", "audio": PCM, "sequence": 2.0}, "sequence"),
+        ({"event": "audio", "audio": PCM, "request_id": 7}, "request_id"),
+        ({"event": "ready", "request_id": b"r-1"}, "request_id"),
+        ({"event": "ready", "request_id": "r-1", "sample_rate": "24000"}, "sample_rate"),
+        ({"event": "ready", "request_id": "r-1", "channels": 1.5}, "channels"),
+        ({"event": "usage", "units": "12"}, "units"),
+        ({"event": "finish", "units": 3.0}, "units"),
+        ({"event": "error", "code": 500}, "code"),
+        ({"event": "error", "code": "x", "message": 42}, "message"),
+        ({"event": "error", "code": "x", "retryable": "true"}, "retryable"),
+        ({"event": "error", "code": "x", "retryable": 1}, "retryable"),
+        ({"event": "error", "code": "x", "request_id": 1}, "request_id"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_a_protocol_error_naming_it(event: dict[str, Any], field: str) -> None:
+    with pytest.raises(KittaProtocolError, match=rf"{event['event']}\.{field}"):
+        decode(pack(event))
+
+
+def test_fields_of_the_right_types_decode() -> None:
+    audio = decode(pack({"event": "audio", "audio": PCM, "sample_rate": 24000, "seq": 0, "request_id": "r"}))
+    assert audio is not None and audio.audio == PCM  # type: ignore[union-attr]
+    error = decode(pack({"event": "error", "code": "busy", "message": "m", "retryable": True}))
+    assert error is not None and error.retryable is True  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------- a server that keeps sending (9.4)
+
+
+async def test_a_protocol_error_fails_the_turn_at_once_while_the_server_keeps_sending() -> None:
+    async def script(ws: web.WebSocketResponse, rid: str) -> None:
+        await ws.send_bytes(b"\xc1 not msgpack")  # 0xc1 is never valid MessagePack
+        frame = pack({"event": "audio", "request_id": rid, "audio": b"\x00" * 4096})
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            while not ws.closed:  # keeps sending and never answers the client's close
+                await ws.send_bytes(frame)
+                await asyncio.sleep(0.001)
+
+    close_timeout = 6.0
+    async with loopback(script) as server, client_for(server, close_timeout=close_timeout) as client:
+        gen = client.generation()
+        await gen.send("Hello. ")
+        await gen.stop()
+        # bounded well below close_timeout: a turn that waits for the close handshake fails here
+        with pytest.raises(KittaProtocolError, match="undecodable"):
+            await asyncio.wait_for(anext(aiter(gen)), close_timeout / 2)
+        assert gen.done and gen.error is not None
+        # the close goes on in the background and is bounded: the transport is aborted after close_timeout
+        await asyncio.wait_for(server.closed.wait(), close_timeout + 4)
+        await poll(lambda: not client._sessions, close_timeout + 4)
+        await gen.aclose()
