@@ -7,8 +7,8 @@
         settings=KittaTTSService.Settings(voice="my-voice-id", model="fishaudio-s21pro-flash"),
     )
 
-Kitta carries one generation per WebSocket; the provider keeps a warm standby session (authenticated,
-started, ready) so a turn's first sentence goes out at once, and barge-in closes the turn's session (v2 has no
+Kitta carries one generation per WebSocket; the provider keeps a warm standby connection (connected and
+authenticated, no session started until a turn opens) so a turn's first sentence waits only for start/ready, and barge-in closes the turn's session (v2 has no
 cancel event). Everything else (turns, barge-in, transcript, errors, metrics) is the shared
 :class:`~ttsbridge.pipecat.TurnTTSService`.
 """
@@ -47,7 +47,7 @@ class KittaTTSSettings(TTSSettings):
 
     ``voice`` (``start.request.voice_id``) is required; ``model`` defaults to ``fishaudio-s21pro-flash``. The
     optional fields are the ``start.request`` fields of the same names (None = left out); each model accepts
-    only some of them, which is checked before anything connects. A change replaces the standby session.
+    only some of them, which is checked before anything connects. A change applies from the next turn (the warm connection is kept).
     """
 
     speed: float | NotGiven | None = field(default_factory=lambda: NOT_GIVEN)
@@ -69,7 +69,8 @@ class KittaTTSService(TurnTTSService):
         sample_rate: output rate of the audio frames; ``None`` uses the pipeline's ``audio_out_sample_rate``.
             The server's PCM is resampled locally.
         settings: ``KittaTTSService.Settings(voice=..., model=..., language=..., speed=...)``.
-        standby: keep one ready session in the background (no handshake on a turn's critical path).
+        standby: keep one pre-connected, authenticated connection (no handshake on a turn's critical path;
+            ``start`` is sent only when a turn opens).
         provider_options: passed to :class:`~ttsbridge.kitta.KittaTurnProvider`: ``standby_max_age``,
             ``auth="frame"``, ``max_retries``, ``connect_timeout``, ``event_timeout``, ``limits``...
         **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).

@@ -52,8 +52,8 @@ class TTS(TurnTTS):
             sample_rate: the rate LiveKit receives (the server's PCM is resampled locally).
             language, speed, volume, emotion, latency, chunk_length, instructions, optimize_instructions:
                 optional ``start.request`` fields (None = left out).
-            standby: keep one session authenticated, started and ready in the background, so a turn's first
-                sentence goes out without a handshake (v2 carries one generation per connection).
+            standby: keep one connection pre-connected and authenticated (no session is started until a
+                turn opens), so a turn pays no handshake (v2 carries one generation per connection).
             word_timestamps: publish estimated word timing for aligned transcripts (see docs/livekit.md).
             tokenizer: sentence tokenizer for ``stream()``; default blingfire.
             client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
@@ -122,7 +122,7 @@ class TTS(TurnTTS):
         instructions: NotGivenOr[str | None] = NOT_GIVEN,
         optimize_instructions: NotGivenOr[bool | None] = NOT_GIVEN,
     ) -> None:
-        """Change options for turns opened from now on (validated at once; the standby session is replaced).
+        """Change options for turns opened from now on (validated at once; they apply from the next turn).
         ``None`` clears an optional field."""
         values: dict[str, Any] = {
             "language": language,
