@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -22,8 +21,7 @@ from livekit.agents.voice.transcription.synchronizer import TranscriptSynchroniz
 
 from livekit import rtc
 from livekit.plugins import kitta, nineninesix
-from ttsbridge.audio.analysis import dominant_frequency
-from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_duration
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator
 
 BOUND = 10.0  # outer bound on any wait of these tests
 
@@ -302,51 +300,3 @@ def make_provider_tts(emu: Emulator, provider: str, **kw: Any) -> tts.TTS:
 def sentences(text: str) -> list[str]:
     """The sentences the plugins send for ``text`` (LiveKit's default tokenizer, blingfire)."""
     return tokenize.blingfire.SentenceTokenizer().tokenize(text)
-
-
-def word_ends(transcripts: list[str]) -> list[tuple[str, float]]:
-    """Each word of the transcripts with the time its audio ends, as the tone voice renders them: one
-    transcript after another, 60 ms per character of the trimmed transcript (at least 100 ms)."""
-    out: list[tuple[str, float]] = []
-    start = 0.0
-    for text in transcripts:
-        text = text.strip()
-        for m in re.finditer(r"\S+", text):
-            out.append((m.group(), start + 0.06 * m.end()))
-        start += tone_duration(text)
-    return out
-
-
-@dataclass(frozen=True)
-class PrefixError:
-    """How far the transcript the agent kept is from what was really heard at ``position``."""
-
-    words: int  # words kept minus words whose audio had fully played (+: claims unheard words)
-    ms: float  # true end of the kept prefix minus the playback position (0 > ms > -next word: exact)
-    position: float
-    kept: str
-
-    def __str__(self) -> str:
-        return f"{self.words:+d} words, {self.ms:+.0f} ms at {self.position:.3f} s ({self.kept!r})"
-
-
-def prefix_error(kept: str, transcripts: list[str], position: float) -> PrefixError:
-    ends = word_ends(transcripts)
-    n = len(kept.split())
-    truth = sum(1 for _, end in ends if end <= position + 1e-6)
-    boundary = ends[n - 1][1] if n else 0.0
-    return PrefixError(n - truth, (boundary - position) * 1000.0, position, kept)
-
-
-def sentence_frequencies(pcm: bytes, rate: int, transcripts: list[str]) -> list[float]:
-    """Dominant frequency of the middle of each transcript's stretch of audio (the tone voice gives each
-    transcript its own)."""
-    out: list[float] = []
-    start = 0.0
-    for text in transcripts:
-        dur = tone_duration(text)
-        a = int((start + 0.05) * rate) * 2
-        b = int((start + dur - 0.05) * rate) * 2
-        out.append(dominant_frequency(pcm[a:b], rate))
-        start += dur
-    return out

@@ -17,11 +17,10 @@ from session_helpers import (
     Harness,
     agent_session,
     make_provider_tts,
-    prefix_error,
-    sentence_frequencies,
     sentences,
 )
 
+from heard import prefix_error, sentence_frequencies
 from ttsbridge.emulator import Emulator, tone_duration, tone_frequency
 
 PROVIDERS = ["nineninesix", "kitta"]

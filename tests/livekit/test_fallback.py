@@ -22,11 +22,10 @@ from session_helpers import (
     Harness,
     agent_session,
     make_provider_tts,
-    prefix_error,
-    sentence_frequencies,
     sentences,
 )
 
+from heard import prefix_error, sentence_frequencies
 from livekit.plugins import nineninesix
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, Fault, tone_duration, tone_frequency
 
