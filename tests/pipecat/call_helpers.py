@@ -44,7 +44,6 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.serializers.twilio import TwilioFrameSerializer
-from pipecat.services.tts_service import TTSService
 from pipecat.transports.websocket.server import (
     SingleClientWebsocketServerParams,
     SingleClientWebsocketServerTransport,
@@ -154,7 +153,7 @@ class Bot:
 
 @contextlib.asynccontextmanager
 async def phone_bot(
-    tts: TTSService, replies: dict[str, str], utterances: dict[str, str]
+    tts: FrameProcessor, replies: dict[str, str], utterances: dict[str, str]
 ) -> AsyncIterator[Bot]:
     """Runs the bot (``PipelineWorker`` under a ``WorkerRunner``) until the block ends; the caller's hang-up
     ends the worker."""
