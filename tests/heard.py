@@ -32,20 +32,27 @@ class PrefixError:
     """How far the transcript the agent kept is from what was really heard at ``position``."""
 
     words: int  # words kept minus words whose audio had fully played (+: claims unheard words)
-    ms: float  # true end of the kept prefix minus the playback position (0 > ms > -next word: exact)
+    ms: float  # audio between the end of the words truly heard and the end of the kept ones (0: exact)
+    ms_to_position: float  # end of the kept words minus the playback position (exact: -next word < it <= 0)
     position: float
     kept: str
 
     def __str__(self) -> str:
-        return f"{self.words:+d} words, {self.ms:+.0f} ms at {self.position:.3f} s ({self.kept!r})"
+        return (
+            f"{self.words:+d} words, {self.ms:+.0f} ms (kept end {self.ms_to_position:+.0f} ms from the "
+            f"playback position {self.position:.3f} s; kept {self.kept!r})"
+        )
 
 
 def prefix_error(kept: str, transcripts: list[str], position: float) -> PrefixError:
     ends = word_ends(transcripts)
     n = len(kept.split())
     truth = sum(1 for _, end in ends if end <= position + 1e-6)
-    boundary = ends[n - 1][1] if n else 0.0
-    return PrefixError(n - truth, (boundary - position) * 1000.0, position, kept)
+    kept_end = ends[n - 1][1] if n else 0.0
+    heard_end = ends[truth - 1][1] if truth else 0.0
+    return PrefixError(
+        n - truth, (kept_end - heard_end) * 1000.0, (kept_end - position) * 1000.0, position, kept
+    )
 
 
 def sentence_frequencies(pcm: bytes, rate: int, transcripts: list[str]) -> list[float]:

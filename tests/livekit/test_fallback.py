@@ -173,7 +173,8 @@ async def test_the_adapter_retries_only_what_our_errors_call_retryable(
     emu: Emulator, code: str, attempts: int
 ) -> None:
     """With one retry per TTS: a transient error (503, 500) is retried on the primary, a permanent one (404,
-    402) goes straight to the backup. The backup speaks the reply either way.
+    402) goes straight to the backup. The backup speaks the reply either way. (LiveKit itself forces a 4xx
+    status non-retryable; for a 5xx our ``retryable`` flag decides: forcing it False fails this test.)
 
     Attempts are counted on the server: the reply's own attempts, plus one by LiveKit's recovery probe
     (``max_retry=0``) once the reply is synthesized.
