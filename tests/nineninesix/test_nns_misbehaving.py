@@ -141,7 +141,8 @@ async def test_the_close_after_a_socket_closing_error_completes_while_the_server
             # No aclose() yet: the socket left the pool, so the client itself must finish closing it, reading
             # (and dropping) the flood up to the server's close reply, not leave it half-closed.
             await wait_until(lambda: srv.open_connections == 0, WAIT)
-            assert floods and all(t.done() for t in floods)
+            assert floods
+            await asyncio.wait_for(asyncio.gather(*floods), WAIT)  # the server's sends stopped too
         finally:
             await client.aclose()
         await no_client_tasks_left()
@@ -159,6 +160,7 @@ async def test_aclose_completes_while_the_server_keeps_streaming() -> None:
             async for _ in ctx:
                 pass
         await wait_until(lambda: srv.open_connections == 0, WAIT)
+        await asyncio.wait_for(asyncio.gather(*floods), WAIT)
         await no_client_tasks_left()
 
 

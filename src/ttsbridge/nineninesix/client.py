@@ -456,7 +456,7 @@ class _Connection:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._start_close()), CLOSE_TIMEOUT + 1.0)
         if self._reader is not None:
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+            with contextlib.suppress(Exception):  # asyncio.TimeoutError included
                 await asyncio.wait_for(self._reader, 1.0)  # cancelled if it has not ended by then
 
 
