@@ -1,0 +1,535 @@
+"""What the TTS adapter itself adds: ours vs the framework's own Cartesia plugin, zero added RTT.
+
+For each framework (Pipecat: ``CartesiaTTSService`` vs ``ttsbridge.pipecat.NineninesixTTSService``; LiveKit:
+``livekit.plugins.cartesia.TTS`` vs ``livekit.plugins.nineninesix.TTS``), both systems run in this process
+against one emulator in its own process (``bench_peers.py --child`` with no relay: loopback, zero added
+RTT), whose per-context timing record (``EmulatorStats.timings``: first request, first chunk sent) is read
+over a pipe after every batch. Per turn:
+
+    TTFA overhead = (first audio frame out of the service - text handed to the service)
+                  - (server first chunk sent - server first request received)
+
+i.e. the client's own time on the way out and on the way back in, with the server's time taken out.
+Pipecat: "text handed" is when the turn's first ``LLMTextFrame`` is pushed into the TTS service, "audio
+out" when the first ``TTSAudioRawFrame`` leaves it (a pipeline ``stamp -> tts -> probe``). LiveKit: from
+``tts.stream()`` (+ ``push_text``) to the first ``SynthesizedAudio`` of the stream.
+
+Every stream is one conversation (its own pipeline / TTS instance and connection), warmed up first; a round
+is one turn on every stream of a system at once, systems interleaved in rounds with the order rotated,
+same texts (a numbered tag per turn lets the bench find the server's record by the first transcript).
+CPU per audio second = this process's CPU time during a system's rounds / audio seconds it delivered.
+Memory per open service (pipeline or TTS instance, connected, one turn done, idle) and per idle pooled
+connection (LiveKit: ``prewarm()``): deltas of this process's RSS and Python heap (tracemalloc) over
+``--rss-streams`` instances, measured once per level in the c4 scenario before its rounds.
+
+    python bench/bench_overhead.py [--rounds 6] [--levels pipecat,livekit] [--scenarios all]
+                                   [--first-chunk-latency 0]
+
+Scenarios: ``c4`` (4 streams, unpaced server), ``c50`` (50, unpaced), ``c200`` (200, server paced at real
+time), ``mulaw`` (8 kHz μ-law, 4 streams), ``r24`` / ``r48`` (24 / 48 kHz out, 4 streams: ours only, the
+peers get no audio from a spec-exact server; compare with the peer's 16 kHz c4 row).
+No assertions about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import re
+import statistics
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_peers import MODEL, EmulatorProcess, emulator_process
+
+from ttsbridge.emulator import TONE_VOICE_ID
+
+TURN_BOUND = 30.0  # one turn of one stream, end to end
+TAG = re.compile(r"\b(\d{7})\b")
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+def text_of(tag: int) -> str:
+    """The turn's text: a 7-digit tag (unique per turn, found again in the server's record), same length
+    for every turn (about 2.3 s of tone audio)."""
+    return f"Okay {tag:07d}, I can help you with that."
+
+
+def rss_kib() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4  # pages of 4 KiB
+
+
+@dataclass
+class Turn:
+    tag: int
+    t_text: float
+    t_first: float | None = None
+    audio_s: float = 0.0
+
+
+@dataclass
+class Scenario:
+    name: str
+    streams: int
+    rate: int
+    encoding: str = "pcm_s16le"
+    paced: bool = False
+    peer: bool = True  # the peer gets audio at this rate
+
+
+SCENARIOS = {
+    "c4": Scenario("16 kHz, 4 streams, unpaced", 4, 16000),
+    "c50": Scenario("16 kHz, 50 streams, unpaced", 50, 16000),
+    "c200": Scenario("16 kHz, 200 streams, paced 1x", 200, 16000, paced=True),
+    "mulaw": Scenario("8 kHz mu-law, 4 streams, unpaced", 4, 8000, "pcm_mulaw"),
+    "r24": Scenario("24 kHz out, 4 streams, unpaced", 4, 24000, peer=False),
+    "r48": Scenario("48 kHz out, 4 streams, unpaced", 4, 48000, peer=False),
+}
+
+
+@dataclass
+class Result:
+    overhead_ms: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    audio_s: float = 0.0
+    turns: int = 0
+    no_audio: int = 0
+    unmatched: int = 0
+    #: per instance: {"service" / "connection": (RSS KiB, Python heap KiB)}
+    memory: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# systems: N streams of one client, one turn per stream per call of ``round``
+
+
+class Streams:
+    """N conversations of one system; ``turn(i, tag)`` runs one turn on stream ``i``."""
+
+    bytes_per_sample = 2  # PCM16 frames; the peers label μ-law bytes as PCM16 (1 byte a sample)
+
+    async def start(self, n: int) -> None: ...
+
+    async def turn(self, i: int, tag: int) -> Turn: ...
+
+    async def stop(self) -> None: ...
+
+
+class PipecatStreams(Streams):
+    def __init__(self, which: str, emu: EmulatorProcess, sc: Scenario) -> None:
+        self.which, self.emu, self.sc = which, emu, sc
+        self.bytes_per_sample = 1 if which == "peer" and sc.encoding == "pcm_mulaw" else 2
+        self._streams: list[dict[str, Any]] = []
+
+    def _tts(self) -> Any:
+        from pipecat.services.cartesia.tts import CartesiaTTSService
+
+        from ttsbridge.pipecat import NineninesixTTSService
+
+        if self.which == "peer":
+            return CartesiaTTSService(
+                api_key=self.emu.api_key,
+                url=self.emu.ws_url,
+                encoding=self.sc.encoding,
+                settings=CartesiaTTSService.Settings(voice=TONE_VOICE_ID, model=MODEL),
+            )
+        return NineninesixTTSService(
+            self.emu.api_key,
+            base_url=self.emu.base_url,
+            encoding=self.sc.encoding,
+            settings=NineninesixTTSService.Settings(voice=TONE_VOICE_ID),
+        )
+
+    async def start(self, n: int) -> None:
+        from pipecat.pipeline.pipeline import Pipeline
+        from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+        from pipecat.workers.runner import WorkerRunner
+
+        m = _pipecat_processors()
+        for _ in range(n):
+            stamp, probe = m["Stamp"](), m["Probe"]()
+            worker = PipelineWorker(
+                Pipeline([stamp, self._tts(), probe]),
+                cancel_on_idle_timeout=False,
+                idle_timeout_secs=None,
+                enable_rtvi=False,
+                params=PipelineParams(audio_out_sample_rate=self.sc.rate),
+            )
+            started = asyncio.Event()
+
+            @worker.event_handler("on_pipeline_started")
+            async def _started(_w: Any, _f: Any, started: asyncio.Event = started) -> None:
+                started.set()
+
+            runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
+            await runner.add_workers(worker)
+            task = asyncio.create_task(runner.run())
+            self._streams.append({"stamp": stamp, "probe": probe, "worker": worker, "task": task})
+            await asyncio.wait_for(started.wait(), TURN_BOUND)
+        self._llm_turn = m["llm_turn"]
+
+    async def turn(self, i: int, tag: int) -> Turn:
+        s = self._streams[i]
+        stamp, probe = s["stamp"], s["probe"]
+        stamp.reset()
+        probe.reset()
+        await s["worker"].queue_frames(self._llm_turn(text_of(tag)))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(probe.done.wait(), TURN_BOUND)
+        audio_s = probe.bytes / self.bytes_per_sample / self.sc.rate
+        return Turn(tag, stamp.t or now(), probe.first, audio_s)
+
+    async def stop(self) -> None:
+        from pipecat.frames.frames import EndFrame
+
+        for s in self._streams:
+            await s["worker"].queue_frame(EndFrame())
+        for s in self._streams:
+            try:
+                await asyncio.wait_for(s["task"], 10)
+            except (asyncio.TimeoutError, Exception):
+                s["task"].cancel()
+
+
+def _pipecat_processors() -> dict[str, Any]:
+    from pipecat.frames.frames import (
+        Frame,
+        LLMFullResponseEndFrame,
+        LLMFullResponseStartFrame,
+        LLMTextFrame,
+        TTSAudioRawFrame,
+        TTSStoppedFrame,
+    )
+    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+    class Stamp(FrameProcessor):
+        """Before the TTS: the time the turn's first text frame is pushed into it."""
+
+        def __init__(self) -> None:
+            super().__init__(enable_direct_mode=True)
+            self.t: float | None = None
+
+        def reset(self) -> None:
+            self.t = None
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, LLMTextFrame) and self.t is None:
+                self.t = now()
+            await self.push_frame(frame, direction)
+
+    class Probe(FrameProcessor):
+        """After the TTS: the first audio frame's time, the audio bytes, ``done`` at TTSStoppedFrame."""
+
+        def __init__(self) -> None:
+            super().__init__(enable_direct_mode=True)
+            self.reset()
+
+        def reset(self) -> None:
+            self.first: float | None = None
+            self.bytes = 0
+            self.done = asyncio.Event()
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, TTSAudioRawFrame):
+                if self.first is None:
+                    self.first = now()
+                self.bytes += len(frame.audio)
+            elif isinstance(frame, TTSStoppedFrame):
+                self.done.set()
+            await self.push_frame(frame, direction)
+
+    def llm_turn(text: str) -> list[Frame]:
+        """An LLM response streamed in 5-character tokens."""
+        return [
+            LLMFullResponseStartFrame(),
+            *[LLMTextFrame(text[i : i + 5]) for i in range(0, len(text), 5)],
+            LLMFullResponseEndFrame(),
+        ]
+
+    return {"Stamp": Stamp, "Probe": Probe, "llm_turn": llm_turn}
+
+
+class LiveKitStreams(Streams):
+    def __init__(self, which: str, emu: EmulatorProcess, sc: Scenario) -> None:
+        self.which, self.emu, self.sc = which, emu, sc
+        self.bytes_per_sample = 1 if which == "peer" and sc.encoding == "pcm_mulaw" else 2
+        self._tts: list[Any] = []
+        self._http: Any = None
+
+    def make(self) -> Any:
+        from livekit.plugins import cartesia, nineninesix
+
+        if self.which == "peer":
+            return cartesia.TTS(
+                api_key=self.emu.api_key,
+                base_url=self.emu.base_url,
+                voice=TONE_VOICE_ID,
+                model=MODEL,
+                sample_rate=self.sc.rate,
+                encoding=self.sc.encoding,  # type: ignore[arg-type]
+                http_session=self._http,
+            )
+        return nineninesix.TTS(
+            self.emu.api_key,
+            base_url=self.emu.base_url,
+            voice=TONE_VOICE_ID,
+            sample_rate=self.sc.rate,
+            encoding=self.sc.encoding,  # type: ignore[arg-type]
+            http_session=self._http,
+        )
+
+    async def start(self, n: int) -> None:
+        import aiohttp
+        from livekit.agents import APIConnectOptions
+
+        self._conn = APIConnectOptions(max_retry=0, retry_interval=0.0, timeout=10.0)
+        self._http = aiohttp.ClientSession()
+        self._tts = [self.make() for _ in range(n)]
+
+    async def turn(self, i: int, tag: int) -> Turn:
+        t = Turn(tag, now())
+        with contextlib.suppress(Exception):
+            async with self._tts[i].stream(conn_options=self._conn) as stream:
+                stream.push_text(text_of(tag))
+                stream.end_input()
+
+                async def read() -> None:
+                    async for ev in stream:
+                        if t.t_first is None:
+                            t.t_first = now()
+                        f = ev.frame
+                        t.audio_s += len(f.data.tobytes()) / self.bytes_per_sample / f.sample_rate
+
+                await asyncio.wait_for(read(), TURN_BOUND)
+        return t
+
+    async def stop(self) -> None:
+        for t in self._tts:
+            with contextlib.suppress(Exception):
+                await t.aclose()
+        if self._http is not None:
+            await self._http.close()
+
+
+LEVELS: dict[str, type[Streams]] = {"pipecat": PipecatStreams, "livekit": LiveKitStreams}
+
+
+# -------------------------------------------------------------------------------------------------------------
+# one scenario: both systems, warmed, interleaved rounds
+
+
+def overheads(turns: list[Turn], times: dict[str, list[Any]], res: Result) -> None:
+    """Fold one batch into ``res``: each turn's overhead against the server's record of its context."""
+    server: dict[int, float] = {}
+    for t_req, t_chunk, text in times.values():
+        m = TAG.search(text)
+        if m and t_chunk is not None:
+            server[int(m.group(1))] = t_chunk - t_req
+    for t in turns:
+        res.turns += 1
+        res.audio_s += t.audio_s
+        if t.t_first is None:
+            res.no_audio += 1
+        elif t.tag not in server:
+            res.unmatched += 1
+        else:
+            res.overhead_ms.append((t.t_first - t.t_text - server[t.tag]) * 1000)
+
+
+async def batch(streams: Streams, n: int, tag0: int) -> list[Turn]:
+    return list(await asyncio.gather(*(streams.turn(i, tag0 + i) for i in range(n))))
+
+
+class Mem:
+    """This process's RSS and Python heap (tracemalloc, on for the measurement only), in KiB."""
+
+    def __init__(self) -> None:
+        import gc
+
+        gc.collect()
+        self.rss = rss_kib()
+        self.heap = tracemalloc.get_traced_memory()[0] / 1024
+
+    def per(self, since: Mem, n: int) -> tuple[float, float]:
+        return (self.rss - since.rss) / n, (self.heap - since.heap) / n
+
+
+async def memory_of(level: str, which: str, emu: EmulatorProcess, sc: Scenario, n: int) -> dict[str, Any]:
+    """Per instance over ``n`` instances: {label: (RSS KiB, heap KiB)}. An open service: created, started
+    (Pipecat: the pipeline's StartFrame; its socket), one turn done, idle. LiveKit's idle pooled
+    connection: ``prewarm()`` (the pool opens one), before any turn."""
+    tracemalloc.start()
+    try:
+        base = Mem()
+        if level == "livekit":
+            s = LiveKitStreams(which, emu, sc)
+            await s.start(n)
+            built = Mem()
+            before = (await emu.stats())["ws_open"]
+            for t in s._tts:
+                t.prewarm()
+            for _ in range(200):  # bounded: until the n connections are open
+                if (await emu.stats())["ws_open"] >= before + n:
+                    break
+                await asyncio.sleep(0.05)
+            pooled = Mem()
+            await batch(s, n, 9_000_000)
+            used = Mem()
+            await s.stop()
+            out = {"service": used.per(base, n), "connection": pooled.per(built, n)}
+        else:
+            p = PipecatStreams(which, emu, sc)
+            await p.start(n)
+            await batch(p, n, 9_000_000)
+            used = Mem()
+            await p.stop()
+            out = {"service": used.per(base, n)}
+    finally:
+        tracemalloc.stop()
+    await emu.times()
+    return out
+
+
+async def scenario(level: str, sc: Scenario, rounds: int, args: argparse.Namespace) -> dict[str, Result]:
+    """Run one scenario of one framework level; returns {"peer": ..., "ours": ...}."""
+    whiches = ["peer", "ours"] if sc.peer else ["ours"]
+    results = {w: Result() for w in whiches}
+    async with emulator_process(args.first_chunk_latency, 1.0 if sc.paced else 0.0, 0.0, 0.0) as emu:
+        if args.rss_streams and sc.name == SCENARIOS["c4"].name:
+            for w in whiches:
+                await memory_of(level, w, emu, sc, 2)  # first use: imports and caches, not per instance
+            for w in whiches:
+                results[w].memory = await memory_of(level, w, emu, sc, args.rss_streams)
+        systems = {w: LEVELS[level](w, emu, sc) for w in whiches}
+        try:
+            for s in systems.values():
+                await s.start(sc.streams)
+                for _ in range(args.warmup):
+                    await batch(s, sc.streams, 8_000_000)
+            await emu.times()
+            for r in range(rounds):
+                order = whiches[r % len(whiches) :] + whiches[: r % len(whiches)]
+                for w in order:
+                    tag0 = (r * 2 + whiches.index(w)) * 1000
+                    c0 = time.process_time()
+                    turns = await batch(systems[w], sc.streams, tag0)
+                    results[w].cpu_s += time.process_time() - c0
+                    overheads(turns, await emu.times(), results[w])
+        finally:
+            for s in systems.values():
+                await s.stop()
+    return results
+
+
+# -------------------------------------------------------------------------------------------------------------
+# report
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    if len(xs) == 1:
+        return xs[0]
+    return statistics.quantiles(xs, n=100, method="inclusive")[int(q) - 1]
+
+
+def fmt_row(label: str, r: Result) -> str:
+    xs = r.overhead_ms
+    cpu = r.cpu_s / r.audio_s if r.audio_s else float("nan")
+    missing = f"{r.no_audio} no audio" + (f", {r.unmatched} unmatched" if r.unmatched else "")
+    return (
+        f"  {label:<5} p50 {pct(xs, 50):7.1f}  p95 {pct(xs, 95):7.1f}  p99 {pct(xs, 99):7.1f} ms   "
+        f"CPU {cpu:.4f} s/audio s   {r.turns} turns, {missing}"
+    )
+
+
+def ratios(ours: Result, peer: Result) -> str:
+    def q(a: float, b: float) -> str:
+        return f"{a / b:.2f}" if b == b and a == a and b > 0 else "n/a"
+
+    o, p = ours.overhead_ms, peer.overhead_ms
+    co = ours.cpu_s / ours.audio_s if ours.audio_s else float("nan")
+    cp = peer.cpu_s / peer.audio_s if peer.audio_s else float("nan")
+    return (
+        f"  ours/peer p50 {q(pct(o, 50), pct(p, 50))}  p95 {q(pct(o, 95), pct(p, 95))}  "
+        f"p99 {q(pct(o, 99), pct(p, 99))}  CPU {q(co, cp)}"
+    )
+
+
+def report(level: str, key: str, sc: Scenario, res: dict[str, Result], ref: dict[str, Result] | None) -> None:
+    print(f"{level} / {key}: {sc.name}", flush=True)
+    for w, r in res.items():
+        print(fmt_row(w, r))
+    if "peer" in res:
+        print(ratios(res["ours"], res["peer"]))
+    elif ref is not None and "peer" in ref:
+        print(ratios(res["ours"], ref["peer"]) + "   (against the peer's 16 kHz c4)")
+    for w, r in res.items():
+        for label, (rss, heap) in r.memory.items():
+            what = "open service" if label == "service" else "idle pooled connection"
+            print(f"  {w:<5} per {what}: RSS {rss:.0f} KiB, Python heap {heap:.0f} KiB")
+    print(flush=True)
+
+
+async def main(args: argparse.Namespace) -> None:
+    keys = list(SCENARIOS) if args.scenarios == "all" else [k.strip() for k in args.scenarios.split(",")]
+    t0 = now()
+    print(
+        f"TTFA overhead = (first audio out - text in) - (server first chunk - server first request); "
+        f"emulator in its own process, zero added RTT, first chunk latency {args.first_chunk_latency * 1000:.0f}"
+        f" ms; {args.warmup} warm-up turn(s) per stream; rounds {args.rounds} (c200: {args.rounds_200})\n",
+        flush=True,
+    )
+    for level in [x.strip() for x in args.levels.split(",") if x.strip()]:
+        done: dict[str, dict[str, Result]] = {}
+        for key in keys:
+            sc = SCENARIOS[key]
+            t1 = now()
+            rounds = args.rounds_200 if key == "c200" else args.rounds
+            done[key] = await scenario(level, sc, rounds, args)
+            report(level, key, sc, done[key], done.get("c4"))
+            print(f"[{level}/{key} in {now() - t1:.0f} s]", file=sys.stderr, flush=True)
+    print(f"(total {now() - t0:.0f} s)")
+
+
+def quiet_logs(level: str) -> None:
+    logging.basicConfig(level=level)
+    with contextlib.suppress(ImportError):  # Pipecat logs through loguru
+        from loguru import logger
+
+        logger.remove()
+        if level.upper() != "CRITICAL":
+            logger.add(sys.stderr, level=level.upper())
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=6, help="rounds per scenario (each system once a round)")
+    ap.add_argument("--rounds-200", type=int, default=2, help="rounds of the 200-stream scenario")
+    ap.add_argument("--warmup", type=int, default=1, help="warm-up turns per stream, not counted")
+    ap.add_argument("--levels", default="pipecat,livekit", help="comma list of pipecat, livekit")
+    ap.add_argument("--scenarios", default="all", help=f"comma list of {', '.join(SCENARIOS)} or all")
+    ap.add_argument("--first-chunk-latency", type=float, default=0.0, help="emulator: seconds to first chunk")
+    ap.add_argument("--rss-streams", type=int, default=20, help="instances for the RSS deltas (0: skip)")
+    ap.add_argument("--log-level", default="CRITICAL")
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":
+    a = parse()
+    quiet_logs(a.log_level)
+    asyncio.run(main(a))
