@@ -9,7 +9,9 @@ over a pipe after every batch. Per turn:
     TTFA overhead = (first audio frame out of the service - text handed to the service)
                   - (server first chunk sent - server first request received)
 
-i.e. the client's own time on the way out and on the way back in, with the server's time taken out.
+i.e. the client's own time on the way out and on the way back in, with the server's time taken out. Both
+processes read the same monotonic clock (``perf_counter`` is CLOCK_MONOTONIC on Linux), so the two legs are
+printed too: text in -> server first request, server first chunk -> audio out (loopback transit included).
 Pipecat: "text handed" is when the turn's first ``LLMTextFrame`` is pushed into the TTS service, "audio
 out" when the first ``TTSAudioRawFrame`` leaves it (a pipeline ``stamp -> tts -> probe``). LiveKit: from
 ``tts.stream()`` (+ ``push_text``) to the first ``SynthesizedAudio`` of the stream.
@@ -26,8 +28,8 @@ connection (LiveKit: ``prewarm()``): deltas of this process's RSS and Python hea
                                    [--first-chunk-latency 0]
 
 Scenarios: ``c4`` (4 streams, unpaced server), ``c50`` (50, unpaced), ``c200`` (200, server paced at real
-time), ``mulaw`` (8 kHz μ-law, 4 streams), ``r24`` / ``r48`` (24 / 48 kHz out, 4 streams: ours only, the
-peers get no audio from a spec-exact server; compare with the peer's 16 kHz c4 row).
+time), ``mulaw`` (8 kHz μ-law, 4 streams), ``r24`` / ``r48`` (24 / 48 kHz out, 4 streams; the peers get no audio
+at those rates from a spec-exact server, so the peer runs at 16 kHz in the same rounds as the reference).
 No assertions about speed.
 """
 
@@ -42,7 +44,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +88,8 @@ class Scenario:
     rate: int
     encoding: str = "pcm_s16le"
     paced: bool = False
-    peer: bool = True  # the peer gets audio at this rate
+    #: the rate the peer runs at in the same rounds (it gets no audio at 24/48 kHz from a spec-exact server)
+    peer_rate: int | None = None
 
 
 SCENARIOS = {
@@ -94,14 +97,17 @@ SCENARIOS = {
     "c50": Scenario("16 kHz, 50 streams, unpaced", 50, 16000),
     "c200": Scenario("16 kHz, 200 streams, paced 1x", 200, 16000, paced=True),
     "mulaw": Scenario("8 kHz mu-law, 4 streams, unpaced", 4, 8000, "pcm_mulaw"),
-    "r24": Scenario("24 kHz out, 4 streams, unpaced", 4, 24000, peer=False),
-    "r48": Scenario("48 kHz out, 4 streams, unpaced", 4, 48000, peer=False),
+    "r24": Scenario("24 kHz out, 4 streams, unpaced", 4, 24000, peer_rate=16000),
+    "r48": Scenario("48 kHz out, 4 streams, unpaced", 4, 48000, peer_rate=16000),
 }
 
 
 @dataclass
 class Result:
     overhead_ms: list[float] = field(default_factory=list)
+    #: the overhead's two legs: text in -> server first request; server first chunk -> audio out
+    out_ms: list[float] = field(default_factory=list)
+    in_ms: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
     audio_s: float = 0.0
     turns: int = 0
@@ -334,11 +340,11 @@ LEVELS: dict[str, type[Streams]] = {"pipecat": PipecatStreams, "livekit": LiveKi
 
 def overheads(turns: list[Turn], times: dict[str, list[Any]], res: Result) -> None:
     """Fold one batch into ``res``: each turn's overhead against the server's record of its context."""
-    server: dict[int, float] = {}
+    server: dict[int, tuple[float, float]] = {}
     for t_req, t_chunk, text in times.values():
         m = TAG.search(text)
         if m and t_chunk is not None:
-            server[int(m.group(1))] = t_chunk - t_req
+            server[int(m.group(1))] = (t_req, t_chunk)
     for t in turns:
         res.turns += 1
         res.audio_s += t.audio_s
@@ -347,7 +353,11 @@ def overheads(turns: list[Turn], times: dict[str, list[Any]], res: Result) -> No
         elif t.tag not in server:
             res.unmatched += 1
         else:
-            res.overhead_ms.append((t.t_first - t.t_text - server[t.tag]) * 1000)
+            t_req, t_chunk = server[t.tag]
+            res.overhead_ms.append((t.t_first - t.t_text - (t_chunk - t_req)) * 1000)
+            # both processes read the same CLOCK_MONOTONIC (perf_counter on Linux): the two legs
+            res.out_ms.append((t_req - t.t_text) * 1000)
+            res.in_ms.append((t.t_first - t_chunk) * 1000)
 
 
 async def batch(streams: Streams, n: int, tag0: int) -> list[Turn]:
@@ -406,7 +416,8 @@ async def memory_of(level: str, which: str, emu: EmulatorProcess, sc: Scenario, 
 
 async def scenario(level: str, sc: Scenario, rounds: int, args: argparse.Namespace) -> dict[str, Result]:
     """Run one scenario of one framework level; returns {"peer": ..., "ours": ...}."""
-    whiches = ["peer", "ours"] if sc.peer else ["ours"]
+    whiches = ["peer", "ours"]
+    peer_sc = replace(sc, rate=sc.peer_rate) if sc.peer_rate else sc
     results = {w: Result() for w in whiches}
     async with emulator_process(args.first_chunk_latency, 1.0 if sc.paced else 0.0, 0.0, 0.0) as emu:
         if args.rss_streams and sc.name == SCENARIOS["c4"].name:
@@ -414,7 +425,7 @@ async def scenario(level: str, sc: Scenario, rounds: int, args: argparse.Namespa
                 await memory_of(level, w, emu, sc, 2)  # first use: imports and caches, not per instance
             for w in whiches:
                 results[w].memory = await memory_of(level, w, emu, sc, args.rss_streams)
-        systems = {w: LEVELS[level](w, emu, sc) for w in whiches}
+        systems = {w: LEVELS[level](w, emu, peer_sc if w == "peer" else sc) for w in whiches}
         try:
             for s in systems.values():
                 await s.start(sc.streams)
@@ -453,7 +464,9 @@ def fmt_row(label: str, r: Result) -> str:
     missing = f"{r.no_audio} no audio" + (f", {r.unmatched} unmatched" if r.unmatched else "")
     return (
         f"  {label:<5} p50 {pct(xs, 50):7.1f}  p95 {pct(xs, 95):7.1f}  p99 {pct(xs, 99):7.1f} ms   "
-        f"CPU {cpu:.4f} s/audio s   {r.turns} turns, {missing}"
+        f"CPU {cpu:.4f} s/audio s   {r.turns} turns, {missing}\n"
+        f"        legs p50: text in -> server request {pct(r.out_ms, 50):.1f} ms, "
+        f"server chunk -> audio out {pct(r.in_ms, 50):.1f} ms"
     )
 
 
@@ -470,14 +483,12 @@ def ratios(ours: Result, peer: Result) -> str:
     )
 
 
-def report(level: str, key: str, sc: Scenario, res: dict[str, Result], ref: dict[str, Result] | None) -> None:
+def report(level: str, key: str, sc: Scenario, res: dict[str, Result]) -> None:
     print(f"{level} / {key}: {sc.name}", flush=True)
     for w, r in res.items():
         print(fmt_row(w, r))
-    if "peer" in res:
-        print(ratios(res["ours"], res["peer"]))
-    elif ref is not None and "peer" in ref:
-        print(ratios(res["ours"], ref["peer"]) + "   (against the peer's 16 kHz c4)")
+    note = f"   (peer at {sc.peer_rate} Hz in the same rounds)" if sc.peer_rate else ""
+    print(ratios(res["ours"], res["peer"]) + note)
     for w, r in res.items():
         for label, (rss, heap) in r.memory.items():
             what = "open service" if label == "service" else "idle pooled connection"
@@ -501,7 +512,7 @@ async def main(args: argparse.Namespace) -> None:
             t1 = now()
             rounds = args.rounds_200 if key == "c200" else args.rounds
             done[key] = await scenario(level, sc, rounds, args)
-            report(level, key, sc, done[key], done.get("c4"))
+            report(level, key, sc, done[key])
             print(f"[{level}/{key} in {now() - t1:.0f} s]", file=sys.stderr, flush=True)
     print(f"(total {now() - t0:.0f} s)")
 
