@@ -139,24 +139,23 @@ async def pipecat_turns(
             await self.push_frame(frame, direction)
 
     class Probe(FrameProcessor):
-        """Buckets audio per turn by context id, in order of appearance; audio of a context that was playing
-        when an interruption passed here is stale."""
+        """Buckets audio per turn by context id (a new context belongs to the turn in flight); audio of a
+        context that was playing when an interruption passed here is stale."""
 
         def __init__(self) -> None:
             super().__init__(enable_direct_mode=True)
-            self.contexts: list[str] = []
+            self.contexts: dict[str, int] = {}
+            self.last: str | None = None
             self.interrupted: set[str] = set()
 
         async def process_frame(self, frame: Any, direction: FrameDirection) -> None:
             await super().process_frame(frame, direction)
             k = state["k"]
-            if isinstance(frame, InterruptionFrame) and self.contexts:
-                self.interrupted.add(self.contexts[-1])
+            if isinstance(frame, InterruptionFrame) and self.last is not None:
+                self.interrupted.add(self.last)
             if isinstance(frame, TTSAudioRawFrame):
-                cid = str(frame.context_id)
-                if cid not in self.contexts:
-                    self.contexts.append(cid)
-                i = min(self.contexts.index(cid), len(numbers) - 1)
+                cid = self.last = str(frame.context_id)
+                i = self.contexts.setdefault(cid, max(0, k - 1))
                 if cid in self.interrupted:
                     late[i] += len(frame.audio) // 2
                 audio[i].append(frame.audio)
