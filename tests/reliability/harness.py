@@ -60,9 +60,10 @@ class Outcome:
 
 
 def stale_samples(pcm: bytes, n: int) -> int:
-    """Samples of ``pcm`` that are not turn ``n``'s marker (an odd trailing byte counts as one)."""
-    want = marker(n).to_bytes(2, "little", signed=True)
-    bad = sum(1 for i in range(0, len(pcm) - 1, 2) if pcm[i : i + 2] != want)
+    """Samples of ``pcm`` that are neither turn ``n``'s marker nor silence (LiveKit pads a short last frame
+    with zeros); an odd trailing byte counts as one."""
+    ok = (marker(n).to_bytes(2, "little", signed=True), b"\x00\x00")
+    bad = sum(1 for i in range(0, len(pcm) - 1, 2) if pcm[i : i + 2] not in ok)
     return bad + (len(pcm) % 2)
 
 

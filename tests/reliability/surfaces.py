@@ -102,6 +102,7 @@ async def pipecat_turns(
         InterruptionFrame,
         TTSAudioRawFrame,
         TTSSpeakFrame,
+        TTSStartedFrame,
         TTSStoppedFrame,
     )
     from pipecat.pipeline.pipeline import Pipeline
@@ -116,6 +117,7 @@ async def pipecat_turns(
     ended = [asyncio.Event() for _ in numbers]
     heard = [asyncio.Event() for _ in numbers]
     late = [0 for _ in numbers]
+    ctx_turn: dict[str, int] = {}  # context id -> turn index, as first seen
     state = {"k": 0}  # speak frames let through so far; turn k-1 is in flight
 
     class Feeder(FrameProcessor):
@@ -134,8 +136,11 @@ async def pipecat_turns(
                 ended[k - 1].set()
                 return
             elif isinstance(frame, ErrorFrame) and k > 0:
-                errors[k - 1].append(frame.exception if frame.exception is not None else frame.error)
-                ended[k - 1].set()
+                # Pipecat reports a context that completed with no audio after its TTSStoppedFrame: the
+                # context id in the text names the turn
+                i = next((t for c, t in ctx_turn.items() if c in str(frame.error)), k - 1)
+                errors[i].append(frame.exception if frame.exception is not None else frame.error)
+                ended[i].set()
             await self.push_frame(frame, direction)
 
     class Probe(FrameProcessor):
@@ -144,7 +149,7 @@ async def pipecat_turns(
 
         def __init__(self) -> None:
             super().__init__(enable_direct_mode=True)
-            self.contexts: dict[str, int] = {}
+            self.contexts = ctx_turn
             self.last: str | None = None
             self.interrupted: set[str] = set()
 
@@ -153,6 +158,8 @@ async def pipecat_turns(
             k = state["k"]
             if isinstance(frame, InterruptionFrame) and self.last is not None:
                 self.interrupted.add(self.last)
+            if isinstance(frame, TTSStartedFrame) and frame.context_id:
+                self.contexts.setdefault(str(frame.context_id), max(0, k - 1))
             if isinstance(frame, TTSAudioRawFrame):
                 cid = self.last = str(frame.context_id)
                 i = self.contexts.setdefault(cid, max(0, k - 1))
