@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import traceback
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,12 +87,17 @@ def text_of(n: int) -> str:
     return f"t{n} Hello there, this is turn {n}."
 
 
-async def turn_once(prov: Any, n: int, *, cancel_after: int | None = None) -> Outcome:
-    """One framework-free turn; ``cancel_after`` = cancel once that many chunks arrived (a barge-in)."""
+async def turn_once(
+    prov: Any, n: int, *, cancel_after: int | None = None, refs: list[weakref.ref[Any]] | None = None
+) -> Outcome:
+    """One framework-free turn; ``cancel_after`` = cancel once that many chunks arrived (a barge-in);
+    ``refs`` collects a weak reference to the turn object (to check nothing keeps it once it is over)."""
     chunks: list[bytes] = []
 
     async def run() -> None:
         turn = await prov.open_turn(sample_rate=prov_rate(prov))
+        if refs is not None:
+            refs.append(weakref.ref(turn))
         try:
             await turn.send(text_of(n))
             await turn.end()

@@ -104,6 +104,11 @@ class LoopbackServer:
     #: (mutation, turn text) of every armed mutation that fired, for reports
     fired: list[Mutation] = field(default_factory=list)
     connections: int = 0
+    #: replies started (Nineninesix contexts, Kitta sessions)
+    turns: int = 0
+    #: Kitta: close the socket after ``finish``; the page's example has the *client* close it, so by default
+    #: the server leaves that to the client
+    close_after_finish: bool = False
     #: drop the connection as soon as a cancel arrives (Nineninesix)
     drop_on_cancel: bool = False
     _armed: list[Mutation] = field(default_factory=list)
@@ -143,6 +148,7 @@ class LoopbackServer:
         self._armed = list(mutations)
 
     def _take(self) -> Mutation | None:
+        self.turns += 1
         if not self._armed:
             return None
         m = self._armed.pop(0)
@@ -360,8 +366,9 @@ class _KittaSession:
             elif ev == "stop":
                 await self._segment()
                 await self.emitter.emit([{"event": "finish", "request_id": self.rid, "units": 1}], last=True)
-                await self.conn.close(1000)
-                return
+                if self.srv.close_after_finish:
+                    await self.conn.close(1000)
+                    return
 
     async def _segment(self) -> None:
         if not self.text.strip():

@@ -88,14 +88,21 @@ async def first_of(*events: asyncio.Event) -> None:
 
 @dataclass
 class BargeIn(ControlFrame):
-    """Feeder instruction: once the turn in flight has audio, interrupt it (a user barge-in)."""
+    """Feeder instruction: once the turn in flight has ``after`` audio frames, interrupt it (a barge-in)."""
+
+    after: int = 1
 
 
 async def pipecat_turns(
-    provider: str, base_url: str, numbers: list[int], barge: frozenset[int] = frozenset()
+    provider: str,
+    base_url: str,
+    numbers: list[int],
+    barge: dict[int, int] | None = None,
+    *,
+    timeout: float | None = None,
 ) -> list[Outcome]:
     """One pipeline run speaking ``text_of(n)`` for each n, each after the previous turn stopped; turns whose
-    index is in ``barge`` are interrupted at their first audio. Audio that reaches the end of the pipeline
+    index is in ``barge`` are interrupted at their ``barge[index]``-th audio frame. Audio that reaches the end of the pipeline
     after the interruption passed it is stale."""
     from pipecat.frames.frames import (
         ErrorFrame,
@@ -116,6 +123,8 @@ async def pipecat_turns(
     errors: list[list[Any]] = [[] for _ in numbers]
     ended = [asyncio.Event() for _ in numbers]
     heard = [asyncio.Event() for _ in numbers]
+    barge = barge or {}
+    frames_heard = [0 for _ in numbers]
     late = [0 for _ in numbers]
     ctx_turn: dict[str, int] = {}  # context id -> turn index, as first seen
     state = {"k": 0}  # speak frames let through so far; turn k-1 is in flight
@@ -166,7 +175,9 @@ async def pipecat_turns(
                 if cid in self.interrupted:
                     late[i] += len(frame.audio) // 2
                 audio[i].append(frame.audio)
-                heard[i].set()
+                frames_heard[i] += 1
+                if frames_heard[i] >= barge.get(i, 1):
+                    heard[i].set()
             if k > 0 and isinstance(frame, TTSStoppedFrame):
                 ended[k - 1].set()
             await self.push_frame(frame, direction)
@@ -174,12 +185,14 @@ async def pipecat_turns(
     tts = make_pipecat(provider, base_url)
     frames: list[Any] = []
     for i, n in enumerate(numbers):
-        frames += [TTSSpeakFrame(text_of(n)), BargeIn()] if i in barge else [TTSSpeakFrame(text_of(n))]
+        frames += (
+            [TTSSpeakFrame(text_of(n)), BargeIn(barge[i])] if i in barge else [TTSSpeakFrame(text_of(n))]
+        )
     params = PipelineParams(audio_out_sample_rate=rate_of(provider))
     run = run_test(Pipeline([Feeder(), tts, Probe()]), frames_to_send=frames, pipeline_params=params,
                    start_timeout=10.0)  # fmt: skip
     try:
-        await asyncio.wait_for(run, BOUND * len(numbers))
+        await asyncio.wait_for(run, timeout or BOUND * len(numbers))
     except asyncio.TimeoutError:
         return [Outcome("hang") for _ in numbers]
     outs = [_pipecat_outcome(n, audio[k], errors[k], TTSBridgeError) for k, n in enumerate(numbers)]
@@ -208,9 +221,7 @@ async def two_turns(
     """Turn 1 (maybe barged-in at its ``cancel_after``-th chunk), then a clean turn 2, on one long-lived
     provider / TTS object / pipeline, closed at the end."""
     if surface == "pipecat":
-        return await pipecat_turns(
-            provider, base_url, [1, 2], frozenset({0}) if cancel_after else frozenset()
-        )
+        return await pipecat_turns(provider, base_url, [1, 2], {0: cancel_after} if cancel_after else None)
     if surface == "livekit":
         tts = make_livekit(provider, base_url)
         try:
