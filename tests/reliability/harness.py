@@ -88,7 +88,12 @@ def text_of(n: int) -> str:
 
 
 async def turn_once(
-    prov: Any, n: int, *, cancel_after: int | None = None, refs: list[weakref.ref[Any]] | None = None
+    prov: Any,
+    n: int,
+    *,
+    cancel_after: int | None = None,
+    refs: list[weakref.ref[Any]] | None = None,
+    bound: float = BOUND,
 ) -> Outcome:
     """One framework-free turn; ``cancel_after`` = cancel once that many chunks arrived (a barge-in);
     ``refs`` collects a weak reference to the turn object (to check nothing keeps it once it is over)."""
@@ -109,16 +114,18 @@ async def turn_once(
             if not turn.done:
                 await turn.cancel()
 
-    return await bounded(run(), chunks, n, (TTSBridgeError,))
+    return await bounded(run(), chunks, n, (TTSBridgeError,), bound)
 
 
 def prov_rate(prov: Any) -> int:
     return NNS_RATE if isinstance(prov, NineninesixTurnProvider) else KITTA_RATE
 
 
-async def bounded(coro: Any, chunks: list[bytes], n: int, typed: tuple[type[BaseException], ...]) -> Outcome:
+async def bounded(
+    coro: Any, chunks: list[bytes], n: int, typed: tuple[type[BaseException], ...], bound: float = BOUND
+) -> Outcome:
     try:
-        await asyncio.wait_for(coro, BOUND)
+        await asyncio.wait_for(coro, bound)
     except asyncio.TimeoutError:
         return Outcome("hang", b"".join(chunks), None, stale_samples(b"".join(chunks), n))
     except Exception as exc:

@@ -88,6 +88,8 @@ class Mutation:
 DROP = object()
 #: end this reply here (no more frames of it), keep the connection
 STOP = object()
+#: stop reading from the client (so its close cannot complete) until ``server.release`` is set
+HOLD = object()
 
 
 @dataclass
@@ -111,6 +113,8 @@ class LoopbackServer:
     close_after_finish: bool = False
     #: drop the connection as soon as a cancel arrives (Nineninesix)
     drop_on_cancel: bool = False
+    #: set to let a ``hold`` mutation's connection read again
+    release: asyncio.Event = field(default_factory=asyncio.Event)
     _armed: list[Mutation] = field(default_factory=list)
     _server: Server | None = None
     _open: set[ServerConnection] = field(default_factory=set)
@@ -187,8 +191,10 @@ class _Emitter:
         mutation: Mutation | None,
         mutate: Callable[..., list[Any]],
         encode: Callable[[dict[str, Any]], Any],
+        release: asyncio.Event,
     ) -> None:
         self.conn = conn
+        self.release = release
         self.encode = encode
         self.mutation = mutation
         self.mutate = mutate
@@ -213,6 +219,11 @@ class _Emitter:
     async def _send(self, out: Any) -> bool:
         if self.cut:
             return False
+        if out is HOLD:
+            self.conn.transport.pause_reading()
+            await self.release.wait()
+            self.conn.transport.resume_reading()
+            return True
         if out is STOP:
             self.stopped = True
             return False
@@ -296,7 +307,9 @@ class _NnsSession:
     async def _reply(self, cid: str, text: str) -> None:
         value = self.value = marker(turn_number(text))
         frames = [_nns_chunk(cid, value) for _ in range(CHUNKS_PER_TURN)] + [_nns_done(cid)]
-        await _Emitter(self.conn, self.srv._take(), self._mutate, _nns_encode).emit(frames, last=True)
+        await _Emitter(self.conn, self.srv._take(), self._mutate, _nns_encode, self.srv.release).emit(
+            frames, last=True
+        )
 
     def _mutate(self, frame: dict[str, Any], m: Mutation) -> list[Any]:
         common = _mutate_common(frame, m, _nns_encode)
@@ -342,7 +355,7 @@ class _KittaSession:
         self.text = ""
         self.value = 0
         self.seq = 0
-        self.emitter = _Emitter(conn, srv._take(), self._mutate, _kitta_encode)
+        self.emitter = _Emitter(conn, srv._take(), self._mutate, _kitta_encode, srv.release)
 
     async def run(self) -> None:
         if "authorization" in self.conn.request.headers:
@@ -416,6 +429,7 @@ class _KittaSession:
                                 if frame.get("event") == "audio" else enc(frame)],
             "seq_dup": lambda: [enc(frame), enc({**frame, "audio": pcm(FOREIGN)})
                                 if frame.get("event") == "audio" else enc(frame)],
+            "bad_then_hold": lambda: [b"\xc1", *[enc(self._audio(FOREIGN)) for _ in range(FLOOD)], HOLD],
             "audio_as_text": lambda: [enc({**self._audio(FOREIGN), "audio": "AAAA" * 50}), enc(frame)],
         }  # fmt: skip
         return table[k]()
