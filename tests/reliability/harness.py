@@ -54,6 +54,14 @@ class Outcome:
     error: BaseException | None = None
     stale: int = 0
     text: str = ""
+    #: seconds from the turn's start to its end (audio done, error raised or bound hit)
+    elapsed: float = 0.0
+    #: bytes of audio when ``pcm`` was not kept (long soaks); -1 = ``len(pcm)``
+    nbytes: int = -1
+
+    @property
+    def size(self) -> int:
+        return self.nbytes if self.nbytes >= 0 else len(self.pcm)
 
     @property
     def ok(self) -> bool:
@@ -124,15 +132,19 @@ def prov_rate(prov: Any) -> int:
 async def bounded(
     coro: Any, chunks: list[bytes], n: int, typed: tuple[type[BaseException], ...], bound: float = BOUND
 ) -> Outcome:
+    start = asyncio.get_running_loop().time()
     try:
         await asyncio.wait_for(coro, bound)
     except asyncio.TimeoutError:
-        return Outcome("hang", b"".join(chunks), None, stale_samples(b"".join(chunks), n))
+        out = Outcome("hang", b"".join(chunks), None, stale_samples(b"".join(chunks), n))
     except Exception as exc:
         pcm = b"".join(chunks)
-        return Outcome(classify(exc, typed), pcm, exc, stale_samples(pcm, n), error_text(exc))
-    pcm = b"".join(chunks)
-    return Outcome("audio", pcm, None, stale_samples(pcm, n))
+        out = Outcome(classify(exc, typed), pcm, exc, stale_samples(pcm, n), error_text(exc))
+    else:
+        pcm = b"".join(chunks)
+        out = Outcome("audio", pcm, None, stale_samples(pcm, n))
+    out.elapsed = asyncio.get_running_loop().time() - start
+    return out
 
 
 def error_text(exc: BaseException) -> str:
@@ -192,6 +204,10 @@ class KeyScan(logging.Handler):
     """Captures every log record (all loggers, all levels) and every text added, and finds the keys in them."""
 
     lines: list[str] = field(default_factory=list)
+    #: keep every line (tests: a failure can show them); False counts them and keeps only the leaks
+    keep: bool = True
+    count: int = 0
+    leaked: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         logging.Handler.__init__(self, logging.DEBUG)
@@ -206,16 +222,23 @@ class KeyScan(logging.Handler):
             text = record.getMessage()
             if record.exc_info:
                 text += "".join(traceback.format_exception(*record.exc_info))
+            self.add(text)
+
+    def add(self, text: str) -> None:
+        self.count += 1
+        if any(s in text for s in SECRETS):
+            self.leaked.append(text)
+        if self.keep:
             self.lines.append(text)
 
     def leaks(self) -> list[str]:
-        return [line for line in self.lines if any(s in line for s in SECRETS)]
+        return list(self.leaked)
 
 
 @contextlib.contextmanager
-def scan_keys() -> Iterator[KeyScan]:
+def scan_keys(*, keep: bool = True) -> Iterator[KeyScan]:
     """Capture stdlib logging and loguru (Pipecat) at DEBUG for the block."""
-    scan = KeyScan()
+    scan = KeyScan(keep=keep)
     root = logging.getLogger()
     old = root.level
     root.addHandler(scan)
@@ -224,7 +247,7 @@ def scan_keys() -> Iterator[KeyScan]:
     with contextlib.suppress(ImportError):
         from loguru import logger
 
-        sink = logger.add(lambda m: scan.lines.append(str(m)), level="TRACE", backtrace=True, diagnose=False)
+        sink = logger.add(lambda m: scan.add(str(m)), level="TRACE", backtrace=True, diagnose=False)
     try:
         yield scan
     finally:
@@ -254,8 +277,8 @@ def check_outcome(problems: list[str], label: str, out: Outcome, *, full: bool =
         problems.append(f"{label}: {out.kind} {out.error!r}")
     if out.stale:
         problems.append(f"{label}: {out.stale} stale sample(s)")
-    if full and (out.kind != "audio" or len(out.pcm) < FULL_TURN_BYTES):
-        problems.append(f"{label}: not a full clean turn ({out.kind}, {len(out.pcm)} bytes, {out.error!r})")
+    if full and (out.kind != "audio" or out.size < FULL_TURN_BYTES):
+        problems.append(f"{label}: not a full clean turn ({out.kind}, {out.size} bytes, {out.error!r})")
     if any(s in out.text for s in SECRETS):
         problems.append(f"{label}: the key is in the exception text")
 

@@ -65,8 +65,8 @@ def plan(turns: int, barge_rate: float, seed: int) -> dict[int, int]:
 def account(report: SoakReport, i: int, out: Any, barged: bool) -> None:
     report.turns += 1
     report.stale += out.stale
-    if out.kind != "audio" or (not barged and len(out.pcm) < FULL_TURN_BYTES):
-        report.failed.append(f"turn {i}: {out.kind} {len(out.pcm)} bytes {out.error!r}")
+    if out.kind != "audio" or (not barged and out.size < FULL_TURN_BYTES):
+        report.failed.append(f"turn {i}: {out.kind} {out.size} bytes {out.error!r}")
 
 
 async def soak(

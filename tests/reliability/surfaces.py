@@ -100,10 +100,12 @@ async def pipecat_turns(
     barge: dict[int, int] | None = None,
     *,
     timeout: float | None = None,
+    retain: bool = True,
 ) -> list[Outcome]:
     """One pipeline run speaking ``text_of(n)`` for each n, each after the previous turn stopped; turns whose
     index is in ``barge`` are interrupted at their ``barge[index]``-th audio frame. Audio that reaches the end of the pipeline
-    after the interruption passed it is stale."""
+    after the interruption passed it is stale. ``retain=False`` (soaks) keeps counts instead of the audio and
+    does not pass audio frames on to run_test's sink, which would keep them all."""
     from pipecat.frames.frames import (
         ErrorFrame,
         InterruptionFrame,
@@ -125,6 +127,7 @@ async def pipecat_turns(
     heard = [asyncio.Event() for _ in numbers]
     barge = barge or {}
     frames_heard = [0 for _ in numbers]
+    sizes = [0 for _ in numbers]
     late = [0 for _ in numbers]
     ctx_turn: dict[str, int] = {}  # context id -> turn index, as first seen
     state = {"k": 0}  # speak frames let through so far; turn k-1 is in flight
@@ -174,10 +177,14 @@ async def pipecat_turns(
                 i = self.contexts.setdefault(cid, max(0, k - 1))
                 if cid in self.interrupted:
                     late[i] += len(frame.audio) // 2
-                audio[i].append(frame.audio)
                 frames_heard[i] += 1
                 if frames_heard[i] >= barge.get(i, 1):
                     heard[i].set()
+                if not retain:
+                    sizes[i] += len(frame.audio)
+                    late[i] += stale_samples(frame.audio, numbers[i])
+                    return
+                audio[i].append(frame.audio)
             if k > 0 and isinstance(frame, TTSStoppedFrame):
                 ended[k - 1].set()
             await self.push_frame(frame, direction)
@@ -196,8 +203,10 @@ async def pipecat_turns(
     except asyncio.TimeoutError:
         return [Outcome("hang") for _ in numbers]
     outs = [_pipecat_outcome(n, audio[k], errors[k], TTSBridgeError) for k, n in enumerate(numbers)]
-    for out, extra in zip(outs, late, strict=True):
+    for out, extra, size in zip(outs, late, sizes, strict=True):
         out.stale += extra
+        if not retain:
+            out.nbytes = size
     return outs
 
 
