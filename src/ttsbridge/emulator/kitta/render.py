@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ttsbridge.emulator.encoders import open_encoder
+from ttsbridge.emulator.encoders import StreamEncoder, open_encoder
 from ttsbridge.emulator.kitta.config import CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_POLICY
 from ttsbridge.emulator.kitta.faults import KittaFault
+from ttsbridge.emulator.kitta.stats import KittaStats
 from ttsbridge.emulator.kitta.validate import SessionError
+
+if TYPE_CHECKING:
+    from ttsbridge.emulator.kitta.endpoint import Endpoint
 
 
 @dataclass
@@ -26,7 +30,21 @@ STOP: Final = object()
 
 
 class Renderer:
-    """The worker half of ``Session``."""
+    """The worker half of ``Session``: it renders the queued segments one by one."""
+
+    ep: Endpoint
+    stats: KittaStats
+    request_id: str | None
+    format: str
+    sample_rate: int
+    encoder: StreamEncoder | None
+    queue: asyncio.Queue[Any]
+    seq: int
+    busy: bool
+    finished: bool
+    units_reserved: int
+    units_committed: int
+    voice_id: str
 
     async def _work(self) -> None:
         try:

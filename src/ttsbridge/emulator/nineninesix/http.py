@@ -32,6 +32,7 @@ from ttsbridge.emulator.nineninesix.wire import (
     parse_output_format,
     voice_of,
 )
+from ttsbridge.emulator.pacing import Pacer
 
 if TYPE_CHECKING:
     from ttsbridge.emulator.server import Emulator
@@ -112,7 +113,7 @@ class _HttpRender:
         self.job = job
         self.charged = 0
         self.fault: Fault | None = None
-        self.clock = 0.0
+        self.pacer = Pacer()
 
     def begin(self) -> web.Response | None:
         """Take a concurrency slot, charge the credits and arm a fault; an error response if refused."""
@@ -159,19 +160,11 @@ class _HttpRender:
         emu = self.emu
         fmt = self.job.fmt
         step = fmt.chunk_bytes(emu.config.chunk_ms)
-        loop = asyncio.get_running_loop()
         for sent, off in enumerate(range(0, len(audio), step)):
             if self.fault is not None and sent >= self.fault.after_chunks:
                 return
             piece = audio[off : off + step]
-            rate = emu.config.realtime_factor
-            if rate > 0:
-                now = loop.time()
-                if self.clock > now:
-                    await asyncio.sleep(self.clock - now)
-                else:
-                    self.clock = now
-                self.clock += len(piece) / fmt.sample_width / fmt.sample_rate / rate
+            await self.pacer.pace(len(piece) / fmt.sample_width / fmt.sample_rate, emu.config.realtime_factor)
             yield piece
 
     async def stall(self, request: web.Request) -> None:

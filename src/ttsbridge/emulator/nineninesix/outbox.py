@@ -7,9 +7,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ttsbridge.emulator.nineninesix.faults import (
-    Fault,
-)
+from ttsbridge.emulator.nineninesix.faults import Fault
+from ttsbridge.emulator.pacing import Pacer
 
 
 @dataclass
@@ -33,7 +32,7 @@ class Context:
     task: asyncio.Task[None] | None = None
     generating: bool = False
     first_chunk: bool = True
-    clock: float = 0.0
+    pacer: Pacer = field(default_factory=Pacer)
 
 
 @dataclass

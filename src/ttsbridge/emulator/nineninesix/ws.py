@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from ttsbridge.emulator.nineninesix.config import MODEL_ID, NATIVE_SAMPLE_RATE
+from ttsbridge.emulator.nineninesix.config import MODEL_ID
 from ttsbridge.emulator.nineninesix.faults import (
     Fault,
     error_spec,
@@ -19,16 +19,14 @@ from ttsbridge.emulator.nineninesix.faults import (
     ws_close_code,
 )
 from ttsbridge.emulator.nineninesix.outbox import Context, Item, Out, Outbox
+from ttsbridge.emulator.nineninesix.render import Renderer
 from ttsbridge.emulator.nineninesix.wire import (
     EMULATOR_KEY,
     TRUE_WORDS,
     OutputFormat,
     api_key_of,
-    chunk_frame,
     done_frame,
     error_frame,
-    fault_label,
-    forever,
     json_error,
     parse_output_format,
     voice_of,
@@ -43,7 +41,7 @@ log = logging.getLogger("ttsbridge.emulator")
 _DEAD_IDS_KEPT = 4096
 
 
-class _WSConnection:
+class _WSConnection(Renderer):
     def __init__(self, emu: Emulator, request: web.Request, ws: web.WebSocketResponse, number: int) -> None:
         self.emu = emu
         self.request = request
@@ -286,25 +284,8 @@ class _WSConnection:
             return
         cont = msg.get("continue", False) is True
 
-        # Gateway: model on the connection's first request; format from the first request carrying one.
-        if not self.model_checked:
-            self.model_checked = True
-            model = msg.get("model_id")
-            if model is not None and model != MODEL_ID:
-                await self._fail_connection(
-                    "unknown_model", ctx_id, f"unknown model_id {model!r}; use {MODEL_ID!r}"
-                )
-                return
-        if self.output_format is None and msg.get("output_format") is not None:
-            fmt, err, text = parse_output_format(msg["output_format"])
-            if fmt is None:
-                assert err is not None
-                await self._fail_connection(err, ctx_id, text)
-                return
-            self.output_format = fmt
-        voice_id = voice_of(msg.get("voice"), emu.voices.default_voice_id)
-        if voice_id not in emu.voices:
-            await self._fail_connection("voice_not_found", ctx_id, f"voice {voice_id!r} not found")
+        voice_id = await self._gateway(msg, ctx_id)
+        if voice_id is None:
             return
         if ctx_id in self.dead:
             return
@@ -320,17 +301,9 @@ class _WSConnection:
         if ctx is None:
             if not has_work and cont:
                 return  # nothing to do yet; the context opens with its first text
-            if not emu.acquire_slot():
-                emu.stats.nineninesix.contexts_rejected += 1
-                self._mark_dead(ctx_id)
-                emu.notify()
-                await self._send(error_frame(error_spec("concurrent_limit"), ctx_id), wait=False)
+            ctx = await self._open_context(ctx_id)
+            if ctx is None:
                 return
-            ctx = Context(ctx_id)
-            self.contexts[ctx_id] = ctx
-            emu.stats.nineninesix.contexts_started += 1
-            ctx.task = asyncio.create_task(self._render_context(ctx))
-            emu.notify()
 
         if has_work:
             chars = len(text)
@@ -347,89 +320,45 @@ class _WSConnection:
             ctx.ended = True
         ctx.wakeup.set()
 
-    async def _render_context(self, ctx: Context) -> None:
-        try:
-            while True:
-                while not ctx.pending:
-                    if ctx.ended:
-                        self._forget(ctx)
-                        self.emu.stats.nineninesix.contexts_done += 1
-                        self.emu.notify()
-                        await self._send(done_frame(ctx.id), wait=False)
-                        return
-                    ctx.wakeup.clear()
-                    await ctx.wakeup.wait()
-                item = ctx.pending.popleft()
-                ctx.generating = True
-                try:
-                    ok = await self._render_item(ctx, item)
-                finally:
-                    ctx.generating = False
-                if not ok:
-                    return
-                item.settled = True  # confirmed
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug or a synthesis failure: report it like the real upstream would
-            log.warning("emulator: context rendering failed: %s", type(exc).__name__)
-            if self.contexts.get(ctx.id) is ctx:
-                await self._fail_context(ctx, "generation_failed", "synthesis backend error")
+    async def _gateway(self, msg: dict[str, Any], ctx_id: str) -> str | None:
+        """The gateway's checks: the model on the connection's first request, the format from the first request
+        carrying one, then the voice. Returns the voice id, or None when the connection was failed."""
+        if not self.model_checked:
+            self.model_checked = True
+            model = msg.get("model_id")
+            if model is not None and model != MODEL_ID:
+                await self._fail_connection(
+                    "unknown_model", ctx_id, f"unknown model_id {model!r}; use {MODEL_ID!r}"
+                )
+                return None
+        if self.output_format is None and msg.get("output_format") is not None:
+            fmt, err, text = parse_output_format(msg["output_format"])
+            if fmt is None:
+                assert err is not None
+                await self._fail_connection(err, ctx_id, text)
+                return None
+            self.output_format = fmt
+        voice_id = voice_of(msg.get("voice"), self.emu.voices.default_voice_id)
+        if voice_id not in self.emu.voices:
+            await self._fail_connection("voice_not_found", ctx_id, f"voice {voice_id!r} not found")
+            return None
+        return voice_id
 
-    async def _render_item(self, ctx: Context, item: Item) -> bool:
-        """Render one transcript; False if a fault ended the context or the connection."""
+    async def _open_context(self, ctx_id: str) -> Context | None:
+        """A new context with its render task, or None (refused by the concurrency limit, the id dies)."""
         emu = self.emu
-        cfg = emu.config
-        fault = item.fault
-        fmt = self.output_format or OutputFormat()
-        if ctx.first_chunk:
-            ctx.first_chunk = False
-            if cfg.first_chunk_latency_s > 0:
-                await asyncio.sleep(cfg.first_chunk_latency_s)
-        if fault is not None and fault.after_chunks == 0:
-            return await self._fire(ctx, fault)
-        pcm = await emu.voices.synthesize(item.voice_id, item.text, NATIVE_SAMPLE_RATE)
-        audio = fmt.encode(pcm)
-        step = fmt.chunk_bytes(cfg.chunk_ms)
-        sent = 0
-        loop = asyncio.get_running_loop()
-        for off in range(0, len(audio), step):
-            if fault is not None and sent >= fault.after_chunks:
-                return await self._fire(ctx, fault)
-            piece = audio[off : off + step]
-            rate = cfg.realtime_factor
-            if rate > 0:
-                now = loop.time()
-                if ctx.clock > now:
-                    await asyncio.sleep(ctx.clock - now)
-                else:
-                    ctx.clock = now
-                ctx.clock += len(piece) / fmt.sample_width / fmt.sample_rate / rate
-            await self._send(chunk_frame(ctx.id, piece), chunk_of=ctx.id)
-            sent += 1
-            await asyncio.sleep(0)  # let other contexts and cancels in
-        if fault is not None:
-            return await self._fire(ctx, fault)
-        return True
-
-    async def _fire(self, ctx: Context, fault: Fault) -> bool:
-        emu = self.emu
-        emu.stats.nineninesix.faults_fired.append(fault_label(fault))
+        if not emu.acquire_slot():
+            emu.stats.nineninesix.contexts_rejected += 1
+            self._mark_dead(ctx_id)
+            emu.notify()
+            await self._send(error_frame(error_spec("concurrent_limit"), ctx_id), wait=False)
+            return None
+        ctx = Context(ctx_id)
+        self.contexts[ctx_id] = ctx
+        emu.stats.nineninesix.contexts_started += 1
+        ctx.task = asyncio.create_task(self._render_context(ctx))
         emu.notify()
-        if fault.action == "error":
-            spec = fault.spec
-            if spec.closes:
-                await self._fail_connection(spec.code, ctx.id)
-            else:
-                await self._fail_context(ctx, spec.code)
-            return False
-        if fault.action == "drop":
-            await self.outbox.put(Out("drop"), wait=False)
-            await forever()
-        if fault.action == "close":
-            await self._close(fault.close_code, "closed by fault")
-            await forever()
-        await forever()  # stall: nothing more for this context, the socket stays open
-        return False
+        return ctx
 
 
 async def handle_websocket(request: web.Request) -> web.StreamResponse:
