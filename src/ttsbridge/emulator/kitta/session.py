@@ -12,12 +12,7 @@ import msgpack
 from aiohttp import WSMsgType, web
 
 from ttsbridge.emulator.encoders import StreamEncoder, missing_codec, open_encoder
-from ttsbridge.emulator.kitta.config import (
-    CLOSE_NORMAL,
-    KNOWN_FORMATS,
-    MARKER,
-    OPTIONAL_FIELDS,
-)
+from ttsbridge.emulator.kitta.config import CLOSE_NORMAL, KNOWN_FORMATS, MARKER, OPTIONAL_FIELDS
 from ttsbridge.emulator.kitta.faults import KittaFault, parse_kitta_fault
 from ttsbridge.emulator.kitta.render import STOP, Renderer, Segment
 from ttsbridge.emulator.kitta.validate import SessionError, check_values
@@ -29,6 +24,8 @@ log = logging.getLogger("ttsbridge.emulator.kitta")
 
 
 class Session(Renderer):
+    """One Kitta WebSocket: its state machine (auth -> authenticated -> ready -> stopping), frames and billing."""
+
     def __init__(
         self, endpoint: Endpoint, request: web.Request, ws: web.WebSocketResponse, header_key: str | None
     ) -> None:

@@ -13,11 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ttsbridge.emulator.nineninesix.config import MODEL_ID, NATIVE_SAMPLE_RATE
-from ttsbridge.emulator.nineninesix.faults import (
-    Fault,
-    error_spec,
-    parse_inband,
-)
+from ttsbridge.emulator.nineninesix.faults import Fault, error_spec, parse_inband
 from ttsbridge.emulator.nineninesix.wire import (
     CONTAINERS_HTTP,
     CONTAINERS_WS,

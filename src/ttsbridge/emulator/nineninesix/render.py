@@ -7,17 +7,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from ttsbridge.emulator.nineninesix.config import NATIVE_SAMPLE_RATE
-from ttsbridge.emulator.nineninesix.faults import (
-    Fault,
-)
+from ttsbridge.emulator.nineninesix.faults import Fault
 from ttsbridge.emulator.nineninesix.outbox import Context, Item, Out, Outbox
-from ttsbridge.emulator.nineninesix.wire import (
-    OutputFormat,
-    chunk_frame,
-    done_frame,
-    fault_label,
-    forever,
-)
+from ttsbridge.emulator.nineninesix.wire import OutputFormat, chunk_frame, done_frame, fault_label, forever
 
 if TYPE_CHECKING:
     from ttsbridge.emulator.server import Emulator

@@ -13,11 +13,7 @@ from aiohttp import web
 from ttsbridge.audio.g711 import encode_from_pcm16
 from ttsbridge.audio.resample import resample_oneshot
 from ttsbridge.emulator.nineninesix.config import NATIVE_SAMPLE_RATE
-from ttsbridge.emulator.nineninesix.faults import (
-    DOC_URL,
-    ErrorSpec,
-    Fault,
-)
+from ttsbridge.emulator.nineninesix.faults import DOC_URL, ErrorSpec, Fault
 
 if TYPE_CHECKING:
     from ttsbridge.emulator.server import Emulator

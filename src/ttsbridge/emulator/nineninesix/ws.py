@@ -12,12 +12,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSMsgType, web
 
 from ttsbridge.emulator.nineninesix.config import MODEL_ID
-from ttsbridge.emulator.nineninesix.faults import (
-    Fault,
-    error_spec,
-    parse_inband,
-    ws_close_code,
-)
+from ttsbridge.emulator.nineninesix.faults import Fault, error_spec, parse_inband, ws_close_code
 from ttsbridge.emulator.nineninesix.outbox import Context, Item, Out, Outbox
 from ttsbridge.emulator.nineninesix.render import Renderer
 from ttsbridge.emulator.nineninesix.wire import (
