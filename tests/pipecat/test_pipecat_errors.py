@@ -89,8 +89,8 @@ CATALOG = {
     "generation_failed": (ErrorCategory.SERVER, False, False),
     "not_initialized": (ErrorCategory.SERVER, False, True),
 }
-# context_not_found / missing_context_id only answer a cancel (cancel_ack): the provider absorbs them, and their
-# classification is checked in test_pipecat_units.py.
+# context_not_found / missing_context_id answer a cancel (cancel_ack) and are absorbed then; an unsolicited
+# context_not_found fails its turn (docs/nineninesix.md). Their classification is checked in test_pipecat_units.py.
 
 
 @pytest.mark.parametrize("code", sorted(CATALOG))

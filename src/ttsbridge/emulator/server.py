@@ -19,9 +19,10 @@ from ttsbridge.emulator.kitta import setup_kitta_routes
 from ttsbridge.emulator.nineninesix import EMULATOR_KEY, setup_nineninesix_routes
 from ttsbridge.emulator.nineninesix.faults import Fault, FaultBook
 from ttsbridge.emulator.stats import EmulatorStats
+from ttsbridge.emulator.timings import TIMINGS_KEPT, ContextTiming
 from ttsbridge.emulator.voices import VoiceRegistry
 
-__all__ = ["Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
+__all__ = ["TIMINGS_KEPT", "ContextTiming", "Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
 
 log = logging.getLogger("ttsbridge.emulator")
 

@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from ttsbridge.emulator.kitta.stats import KittaStats
 from ttsbridge.emulator.nineninesix.stats import NineninesixStats
+from ttsbridge.emulator.timings import ContextTiming, ContextTimings
 
 __all__ = ["EmulatorStats"]
 
@@ -45,8 +46,28 @@ class EmulatorStats:
     as ``kitta``. The flat names below are aliases of theirs (Kitta's with a ``kitta_`` prefix)."""
 
     def __init__(self) -> None:
-        self.nineninesix = NineninesixStats()
-        self.kitta = KittaStats()
+        shared = ContextTimings()
+        self.nineninesix = NineninesixStats(timings=shared)
+        self.kitta = KittaStats(timings=shared)
+        self._timings = shared
+
+    @property
+    def timings(self) -> dict[str, ContextTiming]:
+        """Per ``context_id`` (Nineninesix) / ``request_id`` (Kitta) timing records, both APIs in one dict
+        (assignable: a bench swaps in ``{}`` between rounds)."""
+        return self._timings.records
+
+    @timings.setter
+    def timings(self, records: dict[str, ContextTiming]) -> None:
+        self._timings.records = records
+
+    def mark_request(self, key: str, text: str) -> None:
+        """Record the first request of ``key`` (see :class:`ContextTimings`)."""
+        self._timings.mark_request(key, text)
+
+    def mark_chunk(self, key: str) -> None:
+        """Record the first chunk sent for ``key``."""
+        self._timings.mark_chunk(key)
 
     def messages_of(self, connection_no: int) -> list[dict[str, Any]]:
         """The Nineninesix client messages of one connection, in order."""

@@ -1,6 +1,7 @@
 """Nineninesix (Cartesia-compatible) TTS: wire models, sans-I/O protocol, WebSocket and HTTP clients."""
 
 from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
+from ttsbridge.nineninesix.frames import NineninesixProtocolError
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
@@ -26,6 +27,7 @@ __all__ = [
     "NineninesixHTTP",
     "NineninesixOptions",
     "NineninesixProtocol",
+    "NineninesixProtocolError",
     "NineninesixTurn",
     "NineninesixTurnProvider",
     "OutputFormat",

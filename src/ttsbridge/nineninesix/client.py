@@ -33,6 +33,7 @@ from ttsbridge.errors import (
     TTSInvalidOptionError,
     TTSTimeoutError,
 )
+from ttsbridge.nineninesix.frames import NineninesixProtocolError
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, OutputFormat
 from ttsbridge.nineninesix.protocol import (
     PROVIDER,
@@ -49,6 +50,8 @@ logger = logging.getLogger("ttsbridge.nineninesix")
 
 API_KEY_ENV = "NINENINESIX_API_KEY"
 USER_AGENT = "ttsbridge/0.1"
+#: Bound on a closing handshake: after it websockets aborts the TCP connection, so no socket lingers CLOSING.
+CLOSE_TIMEOUT = 2.0
 
 
 def resolve_api_key(api_key: str | None) -> str:
@@ -298,6 +301,7 @@ class _Connection:
         self.last_used = time.monotonic()
         self.opened_at = time.monotonic()
         self._reader: asyncio.Task[None] | None = None
+        self._closer: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -325,6 +329,7 @@ class _Connection:
                     url,
                     user_agent_header=USER_AGENT,
                     open_timeout=None,
+                    close_timeout=CLOSE_TIMEOUT,
                     max_size=8 * 2**20,
                     ping_interval=self.client.ping_interval,
                     ping_timeout=self.client.ping_interval,
@@ -375,25 +380,57 @@ class _Connection:
         self.protocol.forget(context_id)
 
     async def _read_loop(self) -> None:
-        assert self.ws is not None
-        reason = "connection closed by the server"
+        """Read until the socket is closed, whatever the frames. Once the connection failed (a socket-closing
+        error, a malformed frame) the close is started and the rest is read and discarded, so the server's
+        close reply, queued behind frames it was still sending, is seen and the close completes at once."""
+        ws = self.ws
+        assert ws is not None
         try:
-            async for message in self.ws:
-                self._dispatch(self.protocol.receive(message))
+            async for message in ws:
                 if self.protocol.closed:
-                    # A socket-closing error: every context on it failed and it left the pool. The server
-                    # should close it; close our side too, so that no unpooled socket is left open.
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self.ws.close(), 2.0)
-                    break
+                    continue  # closing: discard until the close handshake completes
+                self._dispatch(self._receive(message))
+                await self._flush_outbox()
+                if self.protocol.closed:
+                    self._start_close()
         except ConnectionClosed as exc:
             reason = _close_reason(exc)
         except Exception as exc:  # a bug must not leave turns hanging
             logger.exception("nineninesix: reader failed")
             reason = f"reader failed: {type(exc).__name__}"
         else:
-            reason = _close_reason(None, self.ws)
+            reason = _close_reason(None, ws)
         self._dispatch(self.protocol.connection_lost(reason))
+        await self._start_close()  # done, or bounded by close_timeout (then websockets aborts the transport)
+
+    def _receive(self, message: str | bytes) -> list[Event]:
+        try:
+            return self.protocol.receive(message)
+        except Exception as exc:  # a bug must not leave turns hanging, nor the socket open
+            logger.exception("nineninesix: reader failed")
+            return self.protocol.fail_connection(
+                NineninesixProtocolError(f"nineninesix: reader failed: {type(exc).__name__}")
+            )
+
+    async def _flush_outbox(self) -> None:
+        while self.protocol.outbox:
+            frame = self.protocol.outbox.pop(0)
+            with contextlib.suppress(TTSBridgeError, asyncio.TimeoutError):
+                await asyncio.wait_for(self.send(frame), self.client.cancel_timeout)
+
+    def _start_close(self) -> asyncio.Task[None]:
+        """The one task closing the socket (started once, by the reader or by :meth:`close`)."""
+        if self._closer is None:
+            self._closer = asyncio.get_running_loop().create_task(
+                self._close_ws(), name=f"nineninesix-close-{self.serial}"
+            )
+        return self._closer
+
+    async def _close_ws(self) -> None:
+        assert self.ws is not None
+        with contextlib.suppress(Exception):
+            # bounded by close_timeout: websockets aborts the transport when the handshake does not complete
+            await self.ws.close()
 
     def _dispatch(self, events: list[Event]) -> None:
         for ev in events:
@@ -415,12 +452,12 @@ class _Connection:
         if not self.dead:
             self._dispatch(self.protocol.connection_lost("closed by the client"))
         if self.ws is not None:
+            # The reader keeps draining while the close completes; both end within close_timeout.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.ws.close(), 2.0)
-        if self._reader is not None and not self._reader.done():
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader
+                await asyncio.wait_for(asyncio.shield(self._start_close()), CLOSE_TIMEOUT + 1.0)
+        if self._reader is not None:
+            with contextlib.suppress(Exception):  # asyncio.TimeoutError included
+                await asyncio.wait_for(self._reader, 1.0)  # cancelled if it has not ended by then
 
 
 def _close_reason(exc: ConnectionClosed | None, ws: ClientConnection | None = None) -> str:

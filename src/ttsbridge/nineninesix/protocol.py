@@ -10,13 +10,11 @@ Context states::
     OPEN/ENDING --cancel()--> CANCELLING --done(cancelled)/context_not_found--> CANCELLED
                               (without cancel_ack the context is CANCELLED at once)
     OPEN --cancel() before any request was sent (drop_unsent)--> CANCELLED, nothing sent
-    any live state --error for it / socket-closing error / connection lost--> FAILED
+    any live state --error for it / malformed frame for it / socket-closing error / connection lost--> FAILED
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import enum
 import json
 import logging
@@ -25,6 +23,16 @@ from dataclasses import dataclass, field
 
 from ttsbridge.audio.g711 import decode_to_pcm16
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
+from ttsbridge.nineninesix.frames import (
+    DONE_FIELDS,
+    ERROR_FIELDS,
+    NineninesixProtocolError,
+    chunk_audio,
+    context_id_problem,
+    decode_frame,
+    field_problem,
+    malformed,
+)
 from ttsbridge.nineninesix.models import (
     CancelRequest,
     DoneMessage,
@@ -161,6 +169,8 @@ class NineninesixProtocol:
     closed: bool = False
     format_sent: bool = False
     dropped_frames: int = 0
+    #: Frames the protocol asks the client to send (cancels of turns failed on a malformed chunk).
+    outbox: list[str] = field(default_factory=list)
 
     # --- client -> server ---------------------------------------------------------------------------------
 
@@ -238,33 +248,31 @@ class NineninesixProtocol:
     # --- server -> client ---------------------------------------------------------------------------------
 
     def receive(self, text: str | bytes) -> list[Event]:
-        """Events for one received frame. Frames of unknown, cancelled or finished contexts are dropped."""
-        if isinstance(text, bytes):
-            # The API sends no binary frames; a proxy might. Try to read it as UTF-8 JSON.
-            try:
-                text = text.decode()
-            except UnicodeDecodeError:
-                self.dropped_frames += 1
-                return []
-        try:
-            raw = json.loads(text)
-        except ValueError:
-            logger.warning("nineninesix: dropped a frame that is not JSON (%d chars)", len(text))
-            self.dropped_frames += 1
-            return []
-        if not isinstance(raw, dict):
-            self.dropped_frames += 1
-            return []
+        """Events for one received frame. Frames of unknown, cancelled or finished contexts are dropped.
+
+        A malformed frame fails the turn it names, or every turn on the connection when it names none we can
+        read (module docstring of :mod:`~ttsbridge.nineninesix.frames`; docs/nineninesix.md)."""
+        raw = decode_frame(text)
+        if raw is None:
+            # The API sends only JSON text frames; we cannot tell which turn this one was meant for.
+            return self.fail_connection(malformed("server", f"not a JSON object ({len(text)} chars)"))
         kind = raw.get("type")
+        problem = context_id_problem(raw)
+        if problem is not None:
+            return self.fail_connection(malformed(str(kind or "server"), problem))
+        cid: str | None = raw.get("context_id")
         if kind == "chunk" or (kind is None and "data" in raw and not raw.get("done")):
-            # the hot path (every audio frame): read the two fields we use, no model validation
-            cid, data = raw.get("context_id"), raw.get("data")
-            return self._on_chunk(
-                cid if isinstance(cid, str) else None, data if isinstance(data, str) else ""
-            )
+            # the hot path (every audio frame): the two fields we use, checked by hand, no model validation
+            return self._on_chunk(cid, raw.get("data"))
         if kind == "done" or (kind is None and raw.get("done") and "error_code" not in raw):
+            problem = field_problem(raw, DONE_FIELDS)
+            if problem is not None:
+                return self._malformed_end(cid, malformed("done", problem))
             return self._on_done(DoneMessage.model_validate(raw))
-        if kind == "error" or "error_code" in raw:
+        if kind == "error" or (kind is None and "error_code" in raw):
+            problem = field_problem(raw, ERROR_FIELDS)
+            if problem is not None:
+                return self._malformed_end(cid, malformed("error", problem))
             return self._on_error(ErrorMessage.model_validate(raw))
         # timestamps, flush_done and other frames this API does not send: ignore
         self.dropped_frames += 1
@@ -272,10 +280,15 @@ class NineninesixProtocol:
 
     def connection_lost(self, reason: str = "connection lost") -> list[Event]:
         """The socket closed or dropped: fail every live context at once (no turn waits for a dead socket)."""
+        return self.fail_connection(TTSConnectionError(f"nineninesix: {reason}"))
+
+    def fail_connection(self, err: TTSBridgeError) -> list[Event]:
+        """Fail every live context with ``err`` and mark the connection closed (the client closes the socket)."""
         if self.closed:
             return []
         self.closed = True
-        err = TTSConnectionError(f"nineninesix: {reason}")
+        if isinstance(err, NineninesixProtocolError):
+            logger.warning("%s; failing the connection", err)
         return [*self._fail_all(err), ConnectionFailed(err)]
 
     # --- internals ----------------------------------------------------------------------------------------
@@ -286,16 +299,21 @@ class NineninesixProtocol:
             raise KeyError(f"unknown context {context_id!r}")
         return ctx
 
-    def _on_chunk(self, context_id: str | None, b64: str) -> list[Event]:
+    def _on_chunk(self, context_id: str | None, b64: object) -> list[Event]:
         ctx = self.contexts.get(context_id) if context_id else None
         if ctx is None or not ctx.state.accepts_audio:
             self.dropped_frames += 1
             return []
         try:
-            data = base64.b64decode(b64, validate=False)
-        except (binascii.Error, ValueError):
-            self.dropped_frames += 1
-            return []
+            data = chunk_audio(b64)
+        except NineninesixProtocolError as err:
+            # The turn's audio has a hole we cannot fill: fail it, and stop it on the server (no ack awaited).
+            ctx.state = ContextState.FAILED
+            assert context_id is not None
+            self.outbox.append(
+                json.dumps(CancelRequest(context_id=context_id).to_wire(), separators=(",", ":"))
+            )
+            return [ContextFailed(context_id, err)]  # type: ignore[arg-type]
         if self.output_format.encoding == "pcm_s16le":
             data = ctx.carry + data
             if len(data) % 2:
@@ -364,6 +382,22 @@ class NineninesixProtocol:
             return [ContextDone(cid, cancelled=True)]  # type: ignore[arg-type]
         ctx.state = ContextState.FAILED
         return [ContextFailed(cid, err)]  # type: ignore[arg-type]
+
+    def _malformed_end(self, cid: str | None, err: NineninesixProtocolError) -> list[Event]:
+        """A ``done``/``error`` frame we cannot read: it ends the context it names (the server is done with it,
+        so nothing is sent); one that names no context is a connection-level error we cannot read."""
+        if cid is None:
+            return self.fail_connection(err)
+        ctx = self.contexts.get(cid)
+        if ctx is None or ctx.state.terminal:
+            self.dropped_frames += 1
+            return []
+        logger.warning("%s (context %s)", err, cid)
+        if ctx.state is ContextState.CANCELLING:  # it is over, and cancelled is what the caller asked for
+            ctx.state = ContextState.CANCELLED
+            return [ContextDone(cid, cancelled=True)]
+        ctx.state = ContextState.FAILED
+        return [ContextFailed(cid, err)]
 
     def _fail_all(self, err: TTSBridgeError) -> Iterable[Event]:
         for cid, ctx in self.contexts.items():

@@ -113,6 +113,8 @@ class Renderer:
         )
         self.seq += 1
         self.stats.audio_frames += 1
+        if self.request_id is not None:
+            self.stats.timings.mark_chunk(self.request_id)
         self.ep.notify()
         if not seg.committed:
             seg.committed = True

@@ -294,6 +294,8 @@ class Session(Renderer):
             )
         self.buffer.append(text)
         self.buffer_chars += len(text)
+        if self.request_id is not None:
+            self.stats.timings.mark_request(self.request_id, text)
 
     async def _on_flush(self, obj: dict[str, Any]) -> None:
         self._require_ready("flush")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ttsbridge.emulator.timings import ContextTimings
+
 __all__ = ["KittaStats"]
 
 
@@ -24,6 +26,7 @@ class KittaStats:
         finished: sessions that ended with ``finish``.
         drops: connections cut without a close frame.
         events: ``(time.monotonic(), "connect" | "start" | "error")``, in order.
+        timings: per-request timing records (shared with Nineninesix's stats; see ``ContextTimings``).
     """
 
     handshakes: int = 0
@@ -46,3 +49,4 @@ class KittaStats:
     drops: int = 0
     open: int = 0
     events: list[tuple[float, str]] = field(default_factory=list)
+    timings: ContextTimings = field(default_factory=ContextTimings)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ttsbridge.emulator.timings import ContextTimings
+
 __all__ = ["NineninesixStats"]
 
 
@@ -28,6 +30,7 @@ class NineninesixStats:
         faults_fired: labels of fired faults (``"drop"``, ``"stall"``, ``"close"``, ``"error:<code>"``).
         http_requests: HTTP requests (TTS and voices), including refused ones.
         credits_charged / credits_refunded: characters billed and credited back.
+        timings: per-context timing records (shared with Kitta's stats; see ``ContextTimings``).
     """
 
     ws_connections: int = 0
@@ -48,6 +51,7 @@ class NineninesixStats:
     http_requests: int = 0
     credits_charged: int = 0
     credits_refunded: int = 0
+    timings: ContextTimings = field(default_factory=ContextTimings)
 
     def messages_of(self, connection_no: int) -> list[dict[str, Any]]:
         """The client messages of one connection, in order."""

@@ -91,6 +91,7 @@ class _WSConnection(Renderer):
                     await self.ws.send_str(json.dumps(out.frame))
                     if out.is_chunk:
                         stats.chunks_sent += 1
+                        stats.timings.mark_chunk(out.context_id or "")
                     elif out.frame.get("type") == "error":
                         stats.errors_sent.append((self.number, out.frame["error_code"]))
                         self.emu.notify()
@@ -296,7 +297,7 @@ class _WSConnection(Renderer):
         if ctx is None:
             if not has_work and cont:
                 return  # nothing to do yet; the context opens with its first text
-            ctx = await self._open_context(ctx_id)
+            ctx = await self._open_context(ctx_id, transcript)
             if ctx is None:
                 return
 
@@ -339,7 +340,7 @@ class _WSConnection(Renderer):
             return None
         return voice_id
 
-    async def _open_context(self, ctx_id: str) -> Context | None:
+    async def _open_context(self, ctx_id: str, transcript: str) -> Context | None:
         """A new context with its render task, or None (refused by the concurrency limit, the id dies)."""
         emu = self.emu
         if not emu.acquire_slot():
@@ -351,6 +352,7 @@ class _WSConnection(Renderer):
         ctx = Context(ctx_id)
         self.contexts[ctx_id] = ctx
         emu.stats.nineninesix.contexts_started += 1
+        emu.stats.nineninesix.timings.mark_request(ctx_id, transcript)
         ctx.task = asyncio.create_task(self._render_context(ctx))
         emu.notify()
         return ctx

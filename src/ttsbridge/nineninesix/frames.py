@@ -1,0 +1,87 @@
+"""Reading Nineninesix server frames: JSON decoding and explicit, cheap type checks of the fields we use.
+
+Pure functions for :class:`~ttsbridge.nineninesix.protocol.NineninesixProtocol`. Audio chunks (the hot path)
+are checked with ``isinstance`` and a strict base64 decode, never a model; ``done`` and ``error`` frames (one
+per turn) are checked field by field before their model is built, so a server frame can never raise a raw
+``ValidationError`` out of the reader. What a malformed frame fails is decided by the protocol (see
+docs/nineninesix.md, "Malformed frames").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from ttsbridge.errors import TTSConnectionError
+
+_NoneType = type(None)
+
+#: The types the spec gives every field we read of a ``done`` frame (absent fields take their default).
+DONE_FIELDS: dict[str, tuple[type, ...]] = {"done": (bool,), "status_code": (int,), "cancelled": (bool,)}
+
+#: The same for ``error`` frames (``context_id`` is checked for every frame, before its kind is known).
+ERROR_FIELDS: dict[str, tuple[type, ...]] = {
+    "error_code": (str,),
+    "status_code": (int, _NoneType),
+    "done": (bool,),
+    "title": (str, _NoneType),
+    "message": (str, _NoneType),
+    "doc_url": (str, _NoneType),
+    "request_id": (str, _NoneType),
+}
+
+_NAMES = {str: "a string", int: "an integer", bool: "a boolean", _NoneType: "null"}
+
+
+class NineninesixProtocolError(TTSConnectionError):
+    """The server sent a frame that breaks the protocol: not a JSON object, a field of the wrong type, audio
+    that is not base64. Retryable (on a new context or connection), like any connection failure."""
+
+
+def decode_frame(text: str | bytes) -> dict[str, Any] | None:
+    """The JSON object of one frame, or None when it is not one (undecodable bytes, not JSON, not an object)."""
+    try:
+        raw = json.loads(text)
+    except ValueError:  # JSONDecodeError, and UnicodeDecodeError of bytes that are not UTF-8
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _allowed(types: tuple[type, ...]) -> str:
+    return " or ".join(_NAMES[t] for t in types)
+
+
+def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    # bool is an int in Python; the wire's integers are never booleans
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+
+
+def field_problem(raw: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> str | None:
+    """``"<field> must be <types>, got <type>"`` for the first field of ``raw`` outside its types, else None."""
+    for name, types in fields.items():
+        if name in raw and not _type_ok(raw[name], types):
+            return f"{name} must be {_allowed(types)}, got {type(raw[name]).__name__}"
+    return None
+
+
+def context_id_problem(raw: dict[str, Any]) -> str | None:
+    cid = raw.get("context_id")
+    if cid is None or isinstance(cid, str):
+        return None
+    return f"context_id must be a string or null, got {type(cid).__name__}"
+
+
+def chunk_audio(data: Any) -> bytes:
+    """The bytes of a chunk's ``data``: a base64 string (strict alphabet and padding)."""
+    if not isinstance(data, str):
+        raise malformed("chunk", f"data must be a base64 string, got {type(data).__name__}")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise malformed("chunk", "data is not valid base64") from None
+
+
+def malformed(kind: str, problem: str) -> NineninesixProtocolError:
+    return NineninesixProtocolError(f"nineninesix: malformed {kind} frame: {problem}")
