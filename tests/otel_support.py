@@ -4,7 +4,7 @@ OTel's global tracer provider can be set only once per process, and Pipecat's ``
 LiveKit's tracer, a proxy until one is set) uses the global one. So a provider is installed once, on first
 use, and the ``spans`` fixture switches capture on for one test only (later tests record nothing).
 
-Use: ``from otel_support import spans  # noqa: F401`` in a test module, then take ``spans`` as a fixture.
+``tests/conftest.py`` imports the ``spans`` fixture, so every test can take it.
 """
 
 from __future__ import annotations

@@ -495,6 +495,9 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             if record is not None:
                 if state["cancelled"]:
                     record.cancelled()
+                note = getattr(output_emitter, "_note_provider_request_id", None)  # LiveKit >= 1.8
+                if note is not None and turn is not None and turn.id:  # a retry moved the turn to a fresh id
+                    note(turn.id)
                 record.apply(span, LIVEKIT_NAMES)
 
         def _emit_words(words: list[TimedWord]) -> None:

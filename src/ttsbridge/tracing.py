@@ -49,8 +49,15 @@ FACTS = (
     "error_code",
 )
 
-#: fact -> attribute name: ``ttsbridge.<fact>``. ``ttsbridge.ttfa`` is in seconds.
-DEFAULT_NAMES: Mapping[str, str | None] = {fact: f"ttsbridge.{fact}" for fact in FACTS}
+#: OpenTelemetry's general ``error.type`` attribute: the error code of a failed turn.
+ERROR_TYPE = "error.type"
+
+#: fact -> attribute name: ``ttsbridge.<fact>``. ``ttsbridge.ttfa`` is in seconds. ``error_type`` is where a
+#: failed turn's code also goes (OTel's ``error.type``).
+DEFAULT_NAMES: Mapping[str, str | None] = {
+    **{fact: f"ttsbridge.{fact}" for fact in FACTS},
+    "error_type": ERROR_TYPE,
+}
 
 #: Pipecat's names (``add_tts_span_attributes``) where it has one. Pipecat's own ``metrics.ttfb`` (set from
 #: its TTFB metric when metrics are enabled) and ``metrics.character_count`` are left as Pipecat sets them.
@@ -64,17 +71,16 @@ PIPECAT_NAMES: Mapping[str, str | None] = {
 #: LiveKit's names (``livekit.agents.telemetry.trace_types``) where it has one. ``gen_ai.provider.name`` is
 #: set by LiveKit itself from ``tts.provider`` (None: not written); the provider's id of the turn also goes to
 #: ``lk.provider_request_ids`` through ``AudioEmitter.start_segment``; ``lk.retry_count`` is LiveKit's own
-#: attempt number, so the provider's retries inside one attempt stay ``ttsbridge.retries``.
+#: attempt number, so the provider's retries inside one attempt stay ``ttsbridge.retries``. ``error.type`` is
+#: LiveKit's too (from the exception that leaves ``_run``: the HTTP-like status of an ``APIStatusError``).
 LIVEKIT_NAMES: Mapping[str, str | None] = {
     **DEFAULT_NAMES,
     "provider": None,
+    "error_type": None,
     "model": "gen_ai.request.model",
     "request_id": "gen_ai.response.id",
     "ttfa": "gen_ai.response.time_to_first_chunk",
 }
-
-#: OpenTelemetry's general ``error.type`` attribute: the error code of a failed turn.
-ERROR_TYPE = "error.type"
 
 
 def current_span() -> Any:
@@ -179,8 +185,9 @@ class TurnRecord:
             return
         attrs = {names[k]: v for k, v in self.facts().items() if names.get(k)}
         outcome, code = self.outcome
-        if outcome == "failed" and code:
-            attrs[ERROR_TYPE] = code
+        error_type = names.get("error_type")
+        if outcome == "failed" and code and error_type:
+            attrs[error_type] = code
         span.set_attributes(attrs)
         if outcome == "failed":
             span.set_status(Status(StatusCode.ERROR, code))

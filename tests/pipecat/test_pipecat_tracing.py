@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from otel_support import attrs, named, spans  # noqa: F401 - the spans fixture
 from pc_helpers import RUN_TIMEOUT, S1, S2, Gate, InterruptWhen, Probe, WaitFor, make_tts
 from pipecat.frames.frames import (
     EndFrame,
@@ -22,6 +22,7 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
+from otel_support import attrs, named
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, Fault
 from ttsbridge.pipecat import KittaTTSService, NineninesixHttpTTSService
 
@@ -68,7 +69,7 @@ def transcripts_of(emu: Emulator, context_id: str) -> str:
     return "".join(m.get("transcript", "") for _, m in emu.stats.messages if m.get("context_id") == context_id)
 
 
-async def test_websocket_turn_is_one_tts_span_with_pipecat_and_our_attributes(emu: Emulator, spans) -> None:
+async def test_websocket_turn_is_one_tts_span_with_pipecat_and_our_attributes(emu: Emulator, spans: InMemorySpanExporter) -> None:
     emu.add_fault(Fault(trigger="Hello there", action="error", error_code="concurrent_limit"))
     tts = make_tts(emu)
     probe = Probe()
@@ -99,7 +100,7 @@ async def test_websocket_turn_is_one_tts_span_with_pipecat_and_our_attributes(em
     assert "ttsbridge.error_code" not in first
 
 
-async def test_http_turn_is_one_tts_span_adding_up_its_requests(emu: Emulator, spans) -> None:
+async def test_http_turn_is_one_tts_span_adding_up_its_requests(emu: Emulator, spans: InMemorySpanExporter) -> None:
     tts = NineninesixHttpTTSService(
         emu.api_key, base_url=emu.base_url, settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID)
     )
@@ -117,7 +118,7 @@ async def test_http_turn_is_one_tts_span_adding_up_its_requests(emu: Emulator, s
     assert a["ttsbridge.retries"] == 0
 
 
-async def test_barge_in_span_says_cancelled(emu: Emulator, spans) -> None:
+async def test_barge_in_span_says_cancelled(emu: Emulator, spans: InMemorySpanExporter) -> None:
     emu.config.realtime_factor = 2.0  # still generating when the interruption lands
     tts = make_tts(emu)
     probe = Probe()
@@ -129,7 +130,7 @@ async def test_barge_in_span_says_cancelled(emu: Emulator, spans) -> None:
     assert after["ttsbridge.outcome"] == "done"
 
 
-async def test_failed_turn_span_says_failed_with_the_code(emu: Emulator, spans) -> None:
+async def test_failed_turn_span_says_failed_with_the_code(emu: Emulator, spans: InMemorySpanExporter) -> None:
     emu.add_fault(Fault(trigger="warehouse", action="error", error_code="generation_failed"))
     tts = make_tts(emu)
     await run_traced([Gate(), tts, Probe()], turn("Your order left the warehouse this morning."))
@@ -141,7 +142,7 @@ async def test_failed_turn_span_says_failed_with_the_code(emu: Emulator, spans) 
     assert span.status.status_code is StatusCode.ERROR
 
 
-async def test_kitta_turn_span(emu: Emulator, spans) -> None:
+async def test_kitta_turn_span(emu: Emulator, spans: InMemorySpanExporter) -> None:
     kitta = emu.config.kitta
     tts = KittaTTSService(
         kitta.a_valid_key(), base_url=emu.base_url, settings=KittaTTSService.Settings(voice=TONE_VOICE_ID)
