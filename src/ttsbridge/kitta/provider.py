@@ -318,8 +318,13 @@ class KittaTurnProvider(TurnProvider):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
                 continue
-            if session.authenticated.is_set():
-                failures = 0
+            if not session.authenticated.is_set():
+                # Still connecting: its age starts to count once it is warm (a slow handshake under load
+                # must not be retired before it ever served); the connect and auth timeouts bound the wait.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(session.authenticated.wait(), self._auth_bound())  # set on end too
+                continue
+            failures = 0
             remaining = self.standby_max_age - session.age
             if remaining <= 0:
                 self._retire_standby("max age")
@@ -362,7 +367,10 @@ class KittaTurnProvider(TurnProvider):
         if session is None or not session.alive:
             session = self._new_standby()
         self._ensure_standby_loop()
-        await session.wait_authenticated(self._client.connect_timeout + self._client.event_timeout)
+        await session.wait_authenticated(self._auth_bound())
+
+    def _auth_bound(self) -> float:
+        return self._client.connect_timeout + self._client.event_timeout
 
     # ----------------------------------------------------------------------------------------------- turns
 
