@@ -21,6 +21,8 @@ from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaAudio, KittaClient, KittaGeneration, KittaSession
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
+from ttsbridge.kitta.protocol import SegmentStatus
+from ttsbridge.policy.usage import TurnEnd, TurnUsage
 from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 __all__ = ["KittaTurn", "KittaTurnProvider"]
@@ -52,6 +54,7 @@ class KittaTurn(Turn):
         self.from_standby = from_standby
         self._resampler: StreamResampler | None = None
         self._yielded = False
+        self._audio_seconds = 0.0  # of the PCM yielded
 
     def __repr__(self) -> str:
         return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
@@ -87,16 +90,19 @@ class KittaTurn(Turn):
                         tail = resampler.flush()
                         if tail and not gen.cancelled:
                             self._yielded = True
+                            self._audio_seconds += len(tail) / (2 * self.sample_rate)
                             yield tail
                     resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
                 pcm = resampler.process(chunk.pcm)
                 if pcm and not gen.cancelled:
                     self._yielded = True
+                    self._audio_seconds += len(pcm) / (2 * self.sample_rate)
                     yield pcm
         if gen.finished and self._resampler is not None:
             tail = self._resampler.flush()
             if tail and not gen.cancelled:
                 self._yielded = True
+                self._audio_seconds += len(tail) / (2 * self.sample_rate)
                 yield tail
 
     @property
@@ -132,6 +138,39 @@ class KittaTurn(Turn):
     @property
     def error(self) -> BaseException | None:
         return self._gen.error
+
+    @property
+    def usage(self) -> TurnUsage:
+        """Kitta's rule, read off the session's segment statuses: a flushed segment is billed once its first
+        audio arrived (``delivering``/``done``; the server's ``usage`` units when it sent them), refunded
+        before that; a finished session bills the server's ``finish`` units. Earlier (retried) sessions add
+        the units their ``usage`` events reported (a retry never follows a part-delivered segment)."""
+        gen = self._gen
+        proto = gen._proto  # the current session's protocol (the generation's own, also during a retry)
+        if proto.finish_units is not None:
+            current = proto.finish_units
+            earlier = gen.units - proto.finish_units if gen.finished else gen.units
+        else:
+            current = sum(
+                seg.units if seg.units is not None else len(seg.text.strip())
+                for seg in proto.segments
+                if seg.status is not SegmentStatus.PENDING
+            )
+            earlier = gen.units
+        reserved = sum(len(s.text.strip()) for s in proto.segments if s.status is SegmentStatus.PENDING)
+        ended = self.outcome
+        return TurnUsage(
+            provider="kitta",
+            turn_id=self.id,
+            characters_sent=self.characters_sent,
+            characters_billed=earlier + current,
+            characters_heard=self.characters_heard,
+            audio_seconds=self._audio_seconds,
+            ended=None if ended is None else TurnEnd(ended),
+            error_code=self.error_code,
+            characters_reserved=0 if ended is not None else reserved,
+            retries=self.retries,
+        )
 
     @property
     def wire_format(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import weakref
@@ -25,6 +26,7 @@ from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
+from ttsbridge.policy.usage import NINENINESIX, TurnUsage, UsageMeter
 from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 logger = logging.getLogger("ttsbridge.nineninesix")
@@ -61,6 +63,7 @@ class NineninesixTurn(Turn):
         self._error: TTSBridgeError | None = None  # what iteration raised: the turn failed
         self._chars = 0
         self.retries = 0
+        self._meter = UsageMeter(NINENINESIX)  # every transcript put on the wire, the audio yielded
 
     def __repr__(self) -> str:
         return f"NineninesixTurn(id={self.id!r}, rate={self.sample_rate}, done={self._done})"
@@ -111,6 +114,15 @@ class NineninesixTurn(Turn):
     def wire_format(self) -> str:
         return _wire_format(self._format)
 
+    @property
+    def usage(self) -> TurnUsage:
+        """Nineninesix's rule: every transcript sent is billed, also when cancelled; refunded when the server
+        ends the turn with an error (see :data:`~ttsbridge.policy.usage.NINENINESIX`)."""
+        meter = self._meter
+        meter.turn_id = self.id
+        meter.settle(self.outcome, self.error_code, by_server=isinstance(self._error, TTSAPIError))
+        return dataclasses.replace(meter.usage, characters_heard=self.characters_heard)
+
     async def send(self, text: str) -> None:
         if self._done or self._cancelled:
             raise TTSBridgeError(f"turn {self.id} is over; no more text can be sent")
@@ -123,6 +135,7 @@ class NineninesixTurn(Turn):
                 return  # cancelled while this send waited for the lock: the text is not wanted any more
             self._texts.append(text)
             self._chars += len(text)
+            self._meter.send(text)
             await self._forward(lambda ctx: ctx.send(text))
 
     async def end(self) -> None:
@@ -198,6 +211,7 @@ class NineninesixTurn(Turn):
                             out = self._resampler.process(pcm)
                             if out:
                                 self._audio_started = True
+                                self._meter.audio(len(out) / (2 * self.sample_rate))
                                 yield out
                     if self._cancelled:
                         return
@@ -205,6 +219,7 @@ class NineninesixTurn(Turn):
                     self._done = True
                     if tail:
                         self._audio_started = True
+                        self._meter.audio(len(tail) / (2 * self.sample_rate))
                         yield tail
                     return
                 except TTSBridgeError as exc:
@@ -245,6 +260,7 @@ class NineninesixTurn(Turn):
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), delay)  # cut short by cancel() or aclose()
         async with self._lock:
+            self._meter.retry(by_server=True)  # concurrent_limit, or never written: nothing was billed
             if self._cancelled:
                 return
             if self._closed_error is not None:
@@ -256,6 +272,7 @@ class NineninesixTurn(Turn):
                 await self._ctx.cancel()
                 return
             for text in self._texts:
+                self._meter.send(text)
                 await self._ctx.send(text)
             if self._ended:
                 await self._ctx.end()

@@ -204,6 +204,17 @@ class UsageMeter:
         if self._end(TurnEnd.FAILED, _FAILED_BY_SERVER if by_server else _FAILED_LOCALLY):
             self._error_code = code
 
+    def settle(self, outcome: str | None, code: str | None = None, *, by_server: bool = False) -> None:
+        """Apply a turn's ending as :class:`~ttsbridge.turns.Turn` reports it (``"done"``, ``"cancelled"``,
+        ``"failed"``; None: still running, nothing happens). The first ending wins, so it may be called on
+        every snapshot."""
+        if outcome == "done":
+            self.done()
+        elif outcome == "cancelled":
+            self.cancelled()
+        elif outcome == "failed":
+            self.failed(code, by_server=by_server)
+
     def retry(self, *, by_server: bool) -> None:
         """The attempt failed and the provider retries on a fresh context/session: settle its units."""
         if self._ended is not None:
