@@ -9,12 +9,11 @@ import asyncio
 
 import pytest
 
+from test_turn_facts import kitta, nns
 from ttsbridge.emulator import Emulator, Fault
 from ttsbridge.errors import TTSBridgeError
 from ttsbridge.policy.usage import TurnEnd
 from ttsbridge.turns import Turn
-
-from test_turn_facts import kitta, nns
 
 ONE = "Hello there, how are you? "
 TWO = "The second sentence is here. "
@@ -100,7 +99,9 @@ async def test_nineninesix_failed_turn_is_refunded(emulator: Emulator) -> None:
 async def test_nineninesix_retried_turn_bills_only_the_attempt_that_spoke(emulator: Emulator) -> None:
     emu = emulator
     emu.add_fault(Fault(trigger="Hello", action="error", error_code="concurrent_limit"))
-    provider = nns(emu, )
+    provider = nns(
+        emu,
+    )
     try:
         turn = await provider.open_turn(sample_rate=24000)
         await turn.send(ONE)
@@ -124,7 +125,9 @@ async def test_kitta_done_turn_bills_every_segment(emulator: Emulator) -> None:
         pcm = await read_all(turn)
         usage = turn.usage
         assert usage.ended is TurnEnd.DONE and usage.provider == "kitta"
-        assert usage.characters_billed == len(ONE.strip()) + len(TWO.strip()) == emu.stats.kitta_units_committed
+        assert (
+            usage.characters_billed == len(ONE.strip()) + len(TWO.strip()) == emu.stats.kitta_units_committed
+        )
         assert usage.audio_seconds == pytest.approx(len(pcm) / 2 / 24000)
         assert emu.stats.kitta_units_refunded == 0
     finally:
