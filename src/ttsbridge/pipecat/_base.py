@@ -52,6 +52,7 @@ from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
+from ttsbridge.pipecat._usage import TurnUsageMixin
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.tracing import PIPECAT_NAMES, TurnRecord
 from ttsbridge.turns import Turn, TurnProvider
@@ -287,7 +288,7 @@ class _TurnState:
         self.last_activity = time.monotonic()
 
 
-class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
+class TurnTTSService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     """A Pipecat ``WebsocketTTSService`` over a :class:`~ttsbridge.turns.TurnProvider`.
 
     Pipecat's audio contexts map one-to-one onto provider turns: the context id Pipecat assigns to an LLM turn
@@ -337,6 +338,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         self._coalesce_at_aggregation(self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens)
         self._turns: dict[str, _TurnState] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._init_usage()
         self._sync_provider_options()
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -435,6 +437,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 return
             record.bind(turn)
             self._trace(context_id, record)
+            self._track_usage(context_id, turn)
             state = _TurnState(
                 context_id=context_id,
                 turn=turn,
@@ -546,6 +549,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         finally:
             if self._turns.get(context_id) is state:
                 del self._turns[context_id]
+            await self._report_usage(context_id)
 
     async def _audio_with_refresh(self, state: _TurnState) -> AsyncIterator[bytes]:
         """The turn's audio; while waiting for due audio, keep the audio context from timing out.
@@ -614,6 +618,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
 
     async def _cancel_and_reap(self, state: _TurnState) -> None:
         await self._cancel_turn_quietly(state.turn)
+        await self._report_usage(state.context_id)
         reader = state.reader
         if reader is not None and not reader.done():
             # Turn.cancel() ends the iterator; the reader then returns on its own.
