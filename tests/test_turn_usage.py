@@ -128,7 +128,7 @@ async def test_kitta_done_turn_bills_every_segment(emulator: Emulator) -> None:
         assert (
             usage.characters_billed == len(ONE.strip()) + len(TWO.strip()) == emu.stats.kitta_units_committed
         )
-        assert usage.audio_seconds == pytest.approx(len(pcm) / 2 / 24000)
+        assert usage.audio_seconds == pytest.approx(len(pcm) / 2 / 24000, abs=0.01)  # wire audio received
         assert emu.stats.kitta_units_refunded == 0
     finally:
         await provider.aclose()

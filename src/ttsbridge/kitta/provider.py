@@ -54,7 +54,6 @@ class KittaTurn(Turn):
         self.from_standby = from_standby
         self._resampler: StreamResampler | None = None
         self._yielded = False
-        self._audio_seconds = 0.0  # of the PCM yielded
 
     def __repr__(self) -> str:
         return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
@@ -90,19 +89,16 @@ class KittaTurn(Turn):
                         tail = resampler.flush()
                         if tail and not gen.cancelled:
                             self._yielded = True
-                            self._audio_seconds += len(tail) / (2 * self.sample_rate)
                             yield tail
                     resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
                 pcm = resampler.process(chunk.pcm)
                 if pcm and not gen.cancelled:
                     self._yielded = True
-                    self._audio_seconds += len(pcm) / (2 * self.sample_rate)
                     yield pcm
         if gen.finished and self._resampler is not None:
             tail = self._resampler.flush()
             if tail and not gen.cancelled:
                 self._yielded = True
-                self._audio_seconds += len(tail) / (2 * self.sample_rate)
                 yield tail
 
     @property
@@ -165,7 +161,7 @@ class KittaTurn(Turn):
             characters_sent=self.characters_sent,
             characters_billed=earlier + current,
             characters_heard=self.characters_heard,
-            audio_seconds=self._audio_seconds,
+            audio_seconds=gen.audio_bytes / 2 / gen.sample_rate if gen.sample_rate else 0.0,
             ended=None if ended is None else TurnEnd(ended),
             error_code=self.error_code,
             characters_reserved=0 if ended is not None else reserved,
