@@ -120,6 +120,10 @@ def to_api_error(exc: BaseException, *, audio_pushed: bool, secrets: tuple[str, 
 # estimated word timing (the estimator is ttsbridge.policy.words)
 
 
+#: Bound on one pushed buffer made of chunks already queued when the first was read (never waits).
+_COALESCE_S = 0.1
+
+
 def _push_timed_words(output_emitter: tts.AudioEmitter, words: list[TimedWord]) -> None:
     """Released words as LiveKit ``TimedString``\\ s (text with its whitespace, start and end in seconds)."""
     for w in words:
@@ -469,17 +473,29 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             opened = await turn_fut
             if opened is None:
                 return
-            rate = float(opened.sample_rate or owner.sample_rate)
+            rate = opened.sample_rate or owner.sample_rate
+            bytes_per_s = 2.0 * rate
+            limit = max(2, int(_COALESCE_S * rate) * 2)
+            take_ready = getattr(opened, "take_ready", None)  # every chunk already queued, never waits
+            push, on_audio = output_emitter.push, watchdog.on_audio
+            add_audio = timer.add_audio if timer is not None else None
             async for pcm in opened:
                 if not pcm:
                     continue
-                output_emitter.push(pcm)
-                state["audio"] = True
+                if take_ready is not None and len(pcm) < limit:
+                    more = take_ready(limit - len(pcm))
+                    if more:
+                        pcm += more
+                push(pcm)
+                if not state["audio"]:
+                    state["audio"] = True
                 if record is not None:
                     record.on_audio()
-                watchdog.on_audio()
-                if timer is not None:
-                    _emit_words(timer.add_audio(len(pcm) / 2 / rate))
+                on_audio()
+                if add_audio is not None:
+                    words = add_audio(len(pcm) / bytes_per_s)
+                    if words:
+                        _emit_words(words)
             if timer is not None and opened.done and not state["cancelled"]:  # completed, not cut short
                 _emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
 
@@ -596,7 +612,9 @@ class TurnChunkedStream(tts.ChunkedStream):
                 audio_pushed = True
                 record.on_audio()
                 if timer is not None:
-                    _push_timed_words(output_emitter, timer.add_audio(len(pcm) / 2 / owner.sample_rate))
+                    words = timer.add_audio(len(pcm) / 2 / owner.sample_rate)
+                    if words:
+                        _push_timed_words(output_emitter, words)
             if timer is not None:
                 _push_timed_words(output_emitter, timer.end_segment())
             output_emitter.flush()
