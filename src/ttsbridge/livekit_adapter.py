@@ -48,11 +48,12 @@ from livekit.agents.utils import is_given
 
 from ttsbridge._redact import redact
 from ttsbridge.errors import (
+    ErrorCategory,
     TTSAPIError,
     TTSBridgeError,
-    TTSConnectionError,
     TTSInvalidOptionError,
     TTSTimeoutError,
+    verdict_of,
 )
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
@@ -74,17 +75,20 @@ _default_logger = logging.getLogger("ttsbridge.livekit")
 
 
 def to_api_error(exc: BaseException, *, audio_pushed: bool, secrets: tuple[str, ...] = ()) -> APIError:
-    """Map a ttsbridge (or timeout) error onto LiveKit's API errors.
+    """Translate the verdict of a ttsbridge (or transport) error into LiveKit's API errors.
 
-    ``retryable`` follows the provider error, but is ``False`` once audio reached the emitter: LiveKit's retry
-    would replay the whole turn and the user would hear it twice.
+    A server error becomes ``APIStatusError``, a ``TIMEOUT`` ``APITimeoutError``, a ``CONNECTIVITY``
+    ``APIConnectionError``, anything else ``APIError``. ``retryable`` follows the verdict, but is ``False``
+    once audio reached the emitter: LiveKit's retry would replay the whole turn and the user would hear it
+    twice.
     """
-    message = redact(str(exc) or type(exc).__name__, secrets)
-    retryable = bool(getattr(exc, "retryable", True)) and not audio_pushed
     if isinstance(exc, APIError):
         if audio_pushed and exc.retryable:
             exc.retryable = False
         return exc
+    verdict = verdict_of(exc)
+    message = redact(str(exc) or type(exc).__name__, secrets)
+    retryable = verdict.retryable and not audio_pushed
     if isinstance(exc, TTSAPIError):
         body = {
             "provider": exc.provider,
@@ -101,19 +105,14 @@ def to_api_error(exc: BaseException, *, audio_pushed: bool, secrets: tuple[str, 
             body={k: v for k, v in body.items() if v is not None},
             retryable=retryable,
         )
-    if isinstance(exc, (TTSTimeoutError, asyncio.TimeoutError, TimeoutError)):
-        return APITimeoutError(
-            message if isinstance(exc, TTSTimeoutError) else "Request timed out.", retryable=retryable
-        )
-    if isinstance(exc, TTSConnectionError):
+    ours = isinstance(exc, TTSBridgeError)
+    if verdict.category is ErrorCategory.TIMEOUT:
+        return APITimeoutError(message if ours else "Request timed out.", retryable=retryable)
+    if not ours:
+        message = f"{type(exc).__name__}: {message}"
+    if verdict.category is ErrorCategory.CONNECTIVITY:
         return APIConnectionError(message, retryable=retryable)
-    if isinstance(exc, TTSInvalidOptionError):
-        return APIError(message, retryable=False)
-    if isinstance(exc, TTSBridgeError):
-        return APIError(message, retryable=retryable)
-    if isinstance(exc, OSError):
-        return APIConnectionError(f"{type(exc).__name__}: {message}", retryable=retryable)
-    return APIError(f"{type(exc).__name__}: {message}", retryable=False)
+    return APIError(message, retryable=retryable)
 
 
 # ----------------------------------------------------------------------------------------------------
