@@ -202,6 +202,19 @@ async def _within(
 # the TTS
 
 
+def _stream_pacer(text_pacing: object) -> tts.SentenceStreamPacer | None:
+    """``text_pacing`` as LiveKit's plugins take it: True (a default pacer), False (none) or a pacer."""
+    if isinstance(text_pacing, tts.SentenceStreamPacer):
+        return text_pacing
+    if text_pacing is True:
+        return tts.SentenceStreamPacer()
+    if text_pacing is False:
+        return None
+    raise TTSInvalidOptionError(
+        "text_pacing", text_pacing, "True, False or a livekit.agents.tts.SentenceStreamPacer"
+    )
+
+
 class TurnTTS(tts.TTS):
     """A LiveKit TTS over a :class:`TurnProvider` (the per-provider plugins subclass it).
 
@@ -212,6 +225,8 @@ class TurnTTS(tts.TTS):
         provider_name: provider name, for metrics (``"Nineninesix"``).
         word_timestamps: publish estimated word timing (``aligned_transcript`` capability).
         tokenizer: sentence tokenizer for ``stream()`` (default: blingfire, as LiveKit's own plugins).
+        text_pacing: pace the sentences ``stream()`` sends, as LiveKit's own plugins: ``True`` for a default
+            ``tts.SentenceStreamPacer``, a pacer of your own, or ``False`` (default) to send each sentence at once.
         chars_per_second: the initial speaking rate for word timing, before any audio was measured.
         logger: where to log (the plugin's ``livekit.plugins.<name>`` logger).
         secrets: strings to mask from every error text and log line (the API key).
@@ -226,6 +241,7 @@ class TurnTTS(tts.TTS):
         provider_name: str,
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        text_pacing: tts.SentenceStreamPacer | bool = False,
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         logger: logging.Logger | None = None,
         secrets: tuple[str, ...] = (),
@@ -236,6 +252,7 @@ class TurnTTS(tts.TTS):
             or not 8000 <= sample_rate <= 96000
         ):
             raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
+        stream_pacer = _stream_pacer(text_pacing)
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
             sample_rate=sample_rate,
@@ -248,6 +265,7 @@ class TurnTTS(tts.TTS):
         self._sentence_tokenizer: tokenize.SentenceTokenizer = (
             tokenizer if is_given(tokenizer) else tokenize.blingfire.SentenceTokenizer()
         )
+        self._stream_pacer: tts.SentenceStreamPacer | None = stream_pacer
         self._speech_rate = SpeechRate(chars_per_second)
         self._logger = logger or _default_logger
         self._secrets = tuple(s for s in secrets if s)
@@ -368,7 +386,10 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         timeout = self._conn_options.timeout
         watchdog = _Watchdog(timeout)
         timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
-        sentences = owner._sentence_tokenizer.stream()
+        sentences: tokenize.SentenceStream = owner._sentence_tokenizer.stream()
+        if owner._stream_pacer is not None:
+            # LiveKit's pacer: the first sentence at once, the rest batched while enough audio is left to play.
+            sentences = owner._stream_pacer.wrap(sent_stream=sentences, audio_emitter=output_emitter)
         has_text = asyncio.Event()  # set on the first non-blank text, or when the input ends without any
         turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
         state = {"text": False, "audio": False, "cancelled": False}

@@ -49,8 +49,8 @@ from pipecat.utils.errors import ErrorCategory
 
 from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
-from ttsbridge.policy.coalesce import TokenCoalescer
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.turns import Turn, TurnProvider
 
@@ -88,6 +88,22 @@ class _TurnServiceMixin:
         self._secrets = tuple(s for s in secrets if s)
         self._speech_rate = SpeechRate(chars_per_second)
         self._failed_contexts = OrderedDict()
+
+    def _coalesce_at_aggregation(self, coalesce: bool) -> None:
+        """TOKEN mode: coalesce streamed tokens into clauses at Pipecat's aggregation step, so its text
+        filters and ``text_transforms`` (and the sequencer that feeds the LLM context) see whole clauses."""
+        if coalesce and self._is_streaming_tokens:  # type: ignore[attr-defined]
+            language = self._text_aggregator.language  # type: ignore[has-type]
+            self._text_aggregator = ClauseTokenAggregator(language=language)
+
+    async def _register_spoken_text(self, src_frame: Any, text: str, context_id: str) -> None:
+        await super()._register_spoken_text(src_frame, text, context_id)  # type: ignore[misc]
+        if isinstance(self._text_aggregator, ClauseTokenAggregator):
+            # A released clause is a whole unit: give it its own slot in Pipecat's sequencer now, before its
+            # audio. Left pending until the next sentence confirms its end, its words would arrive first and be
+            # replayed behind later words, out of order in the LLM context.
+            frames = await self._aggregated_frame_sequencer.finalize(context_id)  # type: ignore[attr-defined]
+            await self._push_sequencer_frames(frames, context_id)  # type: ignore[attr-defined]
 
     @property
     def provider(self) -> TurnProvider:
@@ -232,7 +248,6 @@ class _TurnState:
     context_id: str
     turn: Turn
     clock: WordClock
-    coalescer: TokenCoalescer | None
     reader: asyncio.Task[None] | None = None
     ended: bool = False
     cancelled: bool = False
@@ -255,8 +270,9 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         provider: the provider to speak through (owned: closed when the pipeline stops).
         secrets: strings to mask in every log line and error text (the API key).
         chars_per_second: prior speaking rate for word timing, until completed turns calibrate it.
-        coalesce_tokens: in ``TextAggregationMode.TOKEN``, hold streamed tokens until a clause ends before
-            sending them (for providers that render every send on its own). Defaults to the class attribute.
+        coalesce_tokens: in ``TextAggregationMode.TOKEN``, hold streamed tokens until a clause ends, at
+            Pipecat's aggregation step (before its text filters and transforms run), for providers that
+            render every send on its own. Defaults to the class attribute.
         **kwargs: passed to Pipecat's ``WebsocketTTSService`` / ``TTSService`` (``sample_rate``,
             ``settings``, ``text_aggregation_mode``, ``text_transforms``...).
     """
@@ -264,8 +280,8 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     Settings = TTSSettings
     _settings: TTSSettings
 
-    #: Whether TOKEN mode coalesces tokens into clauses before ``Turn.send`` (both providers render every
-    #: send as a unit of its own: a Nineninesix transcript, a flushed Kitta segment).
+    #: Whether TOKEN mode coalesces tokens into clauses before filters, transforms and ``Turn.send`` (both
+    #: providers render every send as a unit of its own: a Nineninesix transcript, a flushed Kitta segment).
     coalesce_tokens: ClassVar[bool] = True
     #: How often an audio context that waits for due audio is kept from Pipecat's 3-second idle timeout.
     context_refresh_interval_s: ClassVar[float] = 1.0
@@ -289,7 +305,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         kwargs.setdefault("push_stop_frames", False)
         kwargs.setdefault("pause_frame_processing", False)
         super().__init__(settings=settings, **kwargs)
-        self._coalesce = self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens
+        self._coalesce_at_aggregation(self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens)
         self._turns: dict[str, _TurnState] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._sync_provider_options()
@@ -388,7 +404,6 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 context_id=context_id,
                 turn=turn,
                 clock=WordClock(self._speech_rate),
-                coalescer=TokenCoalescer() if (self._coalesce and self._is_streaming_tokens) else None,
             )
             state.touch()
             self._turns[context_id] = state
@@ -396,14 +411,12 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         # Word timing learns of the text before any of its audio can arrive.
         state.clock.add_text(text, boundary=not self._is_streaming_tokens)
         state.touch()
-        to_send = state.coalescer.push(text) if state.coalescer else text
-        if to_send:
-            try:
-                await state.turn.send(to_send)
-            except Exception as exc:
-                await self._fail(context_id, exc)
-                yield None
-                return
+        try:
+            await state.turn.send(text)
+        except Exception as exc:
+            await self._fail(context_id, exc)
+            yield None
+            return
         await self.start_tts_usage_metrics(text)
         yield None
 
@@ -447,9 +460,6 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         state.ended = True
         state.touch()
         try:
-            rest = state.coalescer.flush() if state.coalescer else ""
-            if rest:
-                await state.turn.send(rest)
             await state.turn.end()
         except Exception as exc:
             await self._fail(state.context_id, exc)
@@ -605,9 +615,9 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
     ``TTSTextFrame``\\ s follow the audio that carries them, and a failed request ends the LLM turn with an
     ``ErrorFrame``, dropping its unspoken text. Same arguments as :class:`TurnTTSService`.
 
-    In ``TextAggregationMode.TOKEN`` streamed tokens are coalesced into clauses (as in
-    :class:`TurnTTSService`): every request is rendered on its own, so one request per token would speak word
-    fragments. The rest of the turn is spoken when the LLM response ends.
+    In ``TextAggregationMode.TOKEN`` streamed tokens are coalesced into clauses at Pipecat's aggregation step
+    (as in :class:`TurnTTSService`): every request is rendered on its own, so one request per token would speak
+    word fragments. The rest of the turn is spoken when the LLM response ends.
     """
 
     Settings = TTSSettings
@@ -631,8 +641,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         kwargs.setdefault("push_start_frame", True)
         kwargs.setdefault("push_stop_frames", True)
         super().__init__(settings=settings, **kwargs)
-        self._coalesce = self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens
-        self._coalescers: dict[str, TokenCoalescer] = {}
+        self._coalesce_at_aggregation(self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens)
         self._clocks: dict[str, WordClock] = {}
         self._stopped = False
         self._sync_provider_options()
@@ -670,11 +679,6 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
             logger.debug(f"{self} not speaking [{text}] (context {context_id})")
             await self._end_failed_audio_context(context_id)
             return
-        if self._coalesce and self._is_streaming_tokens:
-            # Hold tokens until a clause ends; the rest goes out when the turn completes.
-            text = self._coalescers.setdefault(context_id, TokenCoalescer()).push(text)
-            if not text:
-                return
         async for frame in self._speak(text, context_id):
             yield frame
 
@@ -703,18 +707,8 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def on_turn_context_completed(self) -> None:
         context_id = self._turn_context_id
-        coalescer = self._coalescers.pop(context_id, None) if context_id else None
-        rest = coalescer.flush() if coalescer else ""
-        if (
-            context_id
-            and rest.strip()
-            and context_id not in self._failed_contexts
-            and not self._stopped
-            and self.audio_context_available(context_id)
-        ):
-            await self.tts_process_generator(context_id, self._speak(rest, context_id))
         # Every request's audio is yielded inline: Pipecat closes the turn's audio context here, even when
-        # the last token sent nothing (held by the coalescer).
+        # the last request yielded no audio (it failed).
         self._is_yielding_frames_synchronously = True
         await super().on_turn_context_completed()
         if context_id is not None:
@@ -724,5 +718,4 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:
         self._clocks.pop(context_id, None)
-        self._coalescers.pop(context_id, None)
         await super().on_audio_context_interrupted(context_id)
