@@ -55,6 +55,7 @@ from ttsbridge.errors import (
     TTSTimeoutError,
 )
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
+from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn, TurnProvider
 
 __all__ = [
@@ -394,6 +395,17 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
         state = {"text": False, "audio": False, "cancelled": False}
         turn: Turn | None = None
+        span = current_span()  # LiveKit's tts_request_run span of this attempt
+        record: TurnRecord | None = None
+
+        def _trace() -> None:
+            if record is not None:
+                if state["cancelled"]:
+                    record.cancelled()
+                note = getattr(output_emitter, "_note_provider_request_id", None)  # LiveKit >= 1.8
+                if note is not None and turn is not None and turn.id:  # a retry moved the turn to a fresh id
+                    note(turn.id)
+                record.apply(span, LIVEKIT_NAMES)
 
         def _emit_words(words: list[TimedWord]) -> None:
             _push_timed_words(output_emitter, words)
@@ -412,7 +424,10 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             has_text.set()
 
         async def _open() -> Turn:
-            nonlocal turn
+            nonlocal turn, record
+            record = TurnRecord(
+                owner._turn_provider, sample_rate=owner.sample_rate, overrides=owner._open_turn_kwargs()
+            )
             started = time.perf_counter()
             opened = await _within(
                 owner._turn_provider.open_turn(sample_rate=owner.sample_rate, **owner._open_turn_kwargs()),
@@ -423,6 +438,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             self._acquire_time = time.perf_counter() - started
             self._connection_reused = opened.connection_reused
             output_emitter.start_segment(segment_id=opened.id or request_id)
+            record.bind(opened)
+            _trace()
             log.debug("turn opened", extra={"turn_id": opened.id, "request_id": request_id})
             return opened
 
@@ -458,6 +475,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
                     continue
                 output_emitter.push(pcm)
                 state["audio"] = True
+                if record is not None:
+                    record.on_audio()
                 watchdog.on_audio()
                 if timer is not None:
                     _emit_words(timer.add_audio(len(pcm) / 2 / rate))
@@ -472,6 +491,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if record is not None:
+                record.failed(exc)
             err = to_api_error(exc, audio_pushed=state["audio"], secrets=owner._secrets)
             log.warning(
                 "%s turn %s failed: %s",
@@ -491,9 +512,11 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
                         await asyncio.wait_for(turn.cancel(), max(timeout, 1.0))
 
             await _cancel_turn()
+            _trace()
             await sentences.aclose()
             await utils.aio.gracefully_cancel(input_t, send_t, recv_t)
             await _cancel_turn()  # a turn whose opening completed while the tasks were being stopped
+            _trace()
 
 
 async def _supervise(
@@ -553,6 +576,11 @@ class TurnChunkedStream(tts.ChunkedStream):
         if timer is not None:
             timer.add_text(self._input_text)
         audio_pushed = False
+        span = current_span()  # LiveKit's tts_request_run span of this attempt
+        record = TurnRecord(
+            owner._turn_provider, sample_rate=owner.sample_rate, overrides=owner._open_turn_kwargs()
+        )
+        record.add_characters(len(self._input_text))
         agen: AsyncIterator[bytes] = owner._turn_provider.synthesize(
             self._input_text, sample_rate=owner.sample_rate, **owner._open_turn_kwargs()
         ).__aiter__()
@@ -566,14 +594,18 @@ class TurnChunkedStream(tts.ChunkedStream):
                     continue
                 output_emitter.push(pcm)
                 audio_pushed = True
+                record.on_audio()
                 if timer is not None:
                     _push_timed_words(output_emitter, timer.add_audio(len(pcm) / 2 / owner.sample_rate))
             if timer is not None:
                 _push_timed_words(output_emitter, timer.end_segment())
             output_emitter.flush()
+            record.completed()
         except asyncio.CancelledError:
+            record.cancelled()
             raise
         except Exception as exc:
+            record.failed(exc)
             err = to_api_error(exc, audio_pushed=audio_pushed, secrets=owner._secrets)
             owner._logger.warning(
                 "%s synthesize failed: %s",
@@ -583,6 +615,7 @@ class TurnChunkedStream(tts.ChunkedStream):
             )
             raise err from None
         finally:
+            record.apply(span, LIVEKIT_NAMES)
             aclose = getattr(agen, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(Exception):

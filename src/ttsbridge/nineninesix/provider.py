@@ -27,9 +27,13 @@ from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
 from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
-from ttsbridge.turns import Turn, TurnProvider
+from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 logger = logging.getLogger("ttsbridge.nineninesix")
+
+
+def _wire_format(fmt: OutputFormat) -> str:
+    return f"{fmt.encoding}@{fmt.sample_rate}"
 
 
 class NineninesixTurn(Turn):
@@ -55,6 +59,7 @@ class NineninesixTurn(Turn):
         self._closed_error: TTSBridgeError | None = None
         self._cancelled = False  # the caller cancelled the turn (whichever context it is on)
         self._done = False  # the iteration is over (or the turn was cancelled)
+        self._retry_error: TTSBridgeError | None = None  # a retry that could not be made (no context has it)
 
     def __repr__(self) -> str:
         return f"NineninesixTurn(id={self.id!r}, rate={self.sample_rate}, done={self._done})"
@@ -97,6 +102,26 @@ class NineninesixTurn(Turn):
     @property
     def characters_sent(self) -> int:
         return self._facts.chars if self._ctx else 0
+
+    @property
+    def outcome(self) -> TurnOutcome | None:
+        if self.error is not None:
+            return "failed"
+        if self._cancelled:
+            return "cancelled"
+        return "done" if self._done else None
+
+    @property
+    def error(self) -> TTSBridgeError | None:
+        """What the iteration raised: the current context's error (the protocol's record), or the error of a
+        retry that could not be made. None while the turn runs, and for a completed or cancelled turn."""
+        if not self._done or self._cancelled or self._ctx is None:
+            return None
+        return self._retry_error or self._facts.error
+
+    @property
+    def wire_format(self) -> str:
+        return _wire_format(self._format)
 
     async def send(self, text: str) -> None:
         if self._done or self._cancelled:
@@ -144,8 +169,7 @@ class NineninesixTurn(Turn):
 
     async def _cancel(self, *, wait: bool) -> None:
         if self._cancelled or self._done:
-            self._cancelled = True
-            return
+            return  # a finished turn stays "done" (or "failed"): cancelling it changes nothing
         self._cancelled = True
         self._done = True
         self._wake.set()
@@ -193,10 +217,11 @@ class NineninesixTurn(Turn):
                     failure = exc
                 try:
                     await self._retry(failure)
-                except TTSBridgeError:
+                except TTSBridgeError as exc:
                     if self._cancelled:  # e.g. a replayed send refused because cancel() just ran
                         return
                     self._done = True
+                    self._retry_error = exc
                     raise
                 if self._cancelled:
                     return
@@ -297,6 +322,12 @@ class NineninesixTurnProvider(TurnProvider):
 
     def update_options(self, **options: Any) -> None:
         self.options = self._resolve(options)
+
+    def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
+        opts = self._resolve(overrides)
+        out = {"model": opts.model or "", "voice": opts.voice or ""}
+        out["wire_format"] = _wire_format(opts.output_format(sample_rate))
+        return {k: v for k, v in out.items() if v}
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
         fmt = (

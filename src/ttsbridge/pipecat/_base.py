@@ -46,12 +46,14 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService, WebsocketTTSService
 from pipecat.transcriptions.language import Language
 from pipecat.utils.errors import ErrorCategory
+from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
+from ttsbridge.tracing import PIPECAT_NAMES, TurnRecord
 from ttsbridge.turns import Turn, TurnProvider
 
 __all__ = ["TurnHttpTTSService", "TurnTTSService"]
@@ -240,6 +242,32 @@ class _TurnServiceMixin:
         else:
             await self.add_word_timestamps([(w.word, w.start) for w in words], context_id)  # type: ignore[attr-defined]
 
+    # -- tracing ------------------------------------------------------------------------------------------
+
+    def _tts_span(self, context_id: str) -> Any:
+        """The ``tts`` span Pipecat's ``traced_tts`` opened for ``context_id`` (None when tracing is off).
+
+        Pipecat keeps it in ``self._tts_spans`` (pipecat 1.14 ``service_decorators``); there is no public
+        accessor, and the span is not made current."""
+        entry = getattr(self, "_tts_spans", {}).get(context_id)
+        return entry.get("span") if isinstance(entry, dict) else None
+
+    def _trace(self, context_id: str, record: TurnRecord | None) -> None:
+        """Write the turn's facts on its span, with Pipecat's names where it has them (idempotent)."""
+        if record is not None:
+            record.apply(self._tts_span(context_id), PIPECAT_NAMES)
+
+    def _end_interrupted_span(self, context_id: str) -> None:
+        """Pipecat ends the interrupted span of the *playing* context only; a queued context that was
+        interrupted would keep its span open forever."""
+        manager = getattr(self, "_audio_context_manager", None)
+        if manager is None or getattr(manager, "playing_context_id", None) == context_id:
+            return
+        entry = getattr(self, "_tts_spans", {}).pop(context_id, None)
+        if isinstance(entry, dict) and entry.get("span") is not None:
+            entry["span"].set_attribute("tts.interrupted", True)
+            entry["span"].end()
+
 
 @dataclass(eq=False)
 class _TurnState:
@@ -249,6 +277,7 @@ class _TurnState:
     turn: Turn
     clock: WordClock
     reader: asyncio.Task[None] | None = None
+    record: TurnRecord | None = None
     ended: bool = False
     cancelled: bool = False
     failed: bool = False
@@ -377,6 +406,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
 
     # -- synthesis ----------------------------------------------------------------------------------------
 
+    @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         """Send ``text`` on the turn behind ``context_id``, opening the turn on its first sentence."""
         if context_id in self._failed_contexts:
@@ -394,16 +424,22 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
             return
         state = self._turns.get(context_id)
         if state is None:
+            record = TurnRecord(self._provider, sample_rate=self.sample_rate)
             try:
                 turn = await self._open_turn()
             except Exception as exc:
+                record.failed(exc)
+                self._trace(context_id, record)
                 await self._fail(context_id, exc)
                 yield None
                 return
+            record.bind(turn)
+            self._trace(context_id, record)
             state = _TurnState(
                 context_id=context_id,
                 turn=turn,
                 clock=WordClock(self._speech_rate),
+                record=record,
             )
             state.touch()
             self._turns[context_id] = state
@@ -488,6 +524,8 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 if state.cancelled:
                     return
                 state.touch()
+                if state.record is not None:
+                    state.record.on_audio()
                 await self.append_to_audio_context(
                     context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
                 )
@@ -496,6 +534,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 return
             # done: the rest of the words, timed by the real duration; then the stop frame.
             await self._push_words(state.clock, state.clock.end_segment(), context_id)
+            self._trace(context_id, state.record)  # before the stop frame, which ends the span
             if self.audio_context_available(context_id):
                 await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))
                 await self.remove_audio_context(context_id)
@@ -552,6 +591,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         state = self._turns.pop(context_id, None)
         if state is not None:
             self._abandon(state)
+            self._end_interrupted_span(context_id)
         await super().on_audio_context_interrupted(context_id)
 
     async def _handle_interruption(self, frame: InterruptionFrame, direction: FrameDirection) -> None:
@@ -567,6 +607,9 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     def _abandon(self, state: _TurnState) -> None:
         """No more audio of this turn reaches the pipeline; cancel it on the server without waiting."""
         state.cancelled = True
+        if state.record is not None:
+            state.record.cancelled()
+            self._trace(state.context_id, state.record)
         self._spawn(self._cancel_and_reap(state))
 
     async def _cancel_and_reap(self, state: _TurnState) -> None:
@@ -597,6 +640,9 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         state = self._turns.pop(context_id, None)
         if state is not None:
             state.failed = True
+            if state.record is not None:
+                state.record.failed(exc)
+                self._trace(context_id, state.record)
             if state.reader is not None and state.reader is not asyncio.current_task():
                 state.cancelled = True
                 self._spawn(self._cancel_and_reap(state))
@@ -643,6 +689,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         super().__init__(settings=settings, **kwargs)
         self._coalesce_at_aggregation(self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens)
         self._clocks: dict[str, WordClock] = {}
+        self._records: dict[str, TurnRecord] = {}
         self._stopped = False
         self._sync_provider_options()
 
@@ -672,6 +719,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         except Exception as exc:
             logger.warning(f"{self} error closing the provider: {self._redact(exc)}")
 
+    @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         """Synthesize one sentence, yielding audio frames as the provider streams them."""
         if context_id in self._failed_contexts or self._stopped:
@@ -690,16 +738,25 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         clock.add_text(text, boundary=True)
         await self.start_tts_usage_metrics(text)
         rate = self.sample_rate
+        record = self._records.get(context_id)
+        if record is None:  # one record per audio context (one span): its requests add up
+            record = self._records[context_id] = TurnRecord(self._provider, sample_rate=rate)
+        record.add_characters(len(text))
         try:
             async for pcm in self._provider.synthesize(text, sample_rate=rate):
                 if not pcm:
                     continue
+                record.on_audio()
                 yield TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
                 # The frame is in the audio context now; its words follow it.
                 await self._push_words(clock, clock.add_audio(len(pcm) / (2 * rate)), context_id)
             await self._push_words(clock, clock.end_segment(), context_id)
+            record.completed()
+            self._trace(context_id, record)
         except Exception as exc:
             self._clocks.pop(context_id, None)
+            record.failed(exc)
+            self._trace(context_id, record)
             if self._mark_failed(context_id):
                 await self.stop_all_metrics()
                 await self._report_failure(exc, context_id)
@@ -713,9 +770,15 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         await super().on_turn_context_completed()
         if context_id is not None:
             self._clocks.pop(context_id, None)
+            self._records.pop(context_id, None)
             if context_id in self._failed_contexts:
                 self._drop_unspoken_text(context_id)
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:
         self._clocks.pop(context_id, None)
+        record = self._records.pop(context_id, None)
+        if record is not None:
+            record.cancelled()
+            self._trace(context_id, record)
+            self._end_interrupted_span(context_id)
         await super().on_audio_context_interrupted(context_id)
