@@ -29,6 +29,11 @@ frozen snapshot, cheaply at any time):
   is settled by the failure rule and the replayed text is sent (and counted) again.
 
 :class:`UsageTotals` sums finished turns for the end-of-run report of ``ttsbridge say`` / ``ttsbridge demo``.
+
+Where it is fed today (``Turn.usage``): Nineninesix builds a meter at each snapshot from the current context's
+facts (the protocol's record of the turn's texts and audio) and the turn's outcome (:meth:`UsageMeter.settle`);
+Kitta reads the session protocol's segment statuses directly (the same rule: :data:`KITTA`); the adapters add
+the characters heard through ``Turn.note_heard``.
 """
 
 from __future__ import annotations
