@@ -209,3 +209,21 @@ class TurnTTSService(_TurnAudioService):
         if state.ended or state.cancelled or state.failed:
             return
         state.ended = True
+        state.touch()
+        try:
+            await state.turn.end()
+        except Exception as exc:
+            await self._fail(state.context_id, exc)
+
+    async def _on_turn_settings_changed(self, changed: dict[str, Any]) -> None:
+        # Voice, model and language are fixed per provider turn: finish the current one with the old settings
+        # and let the rest of the LLM turn open a new one (as Pipecat's Cartesia service does).
+        context_id = self._turn_context_id
+        if not context_id or context_id not in self._turns:
+            return
+        await self._push_sequencer_frames(
+            await self._aggregated_frame_sequencer.finalize(context_id), context_id
+        )
+        await self._end_turn(self._turns[context_id])
+        self._turn_context_id = None
+        self._turn_context_id = self.create_context_id()
