@@ -82,6 +82,7 @@ def _provider(args: argparse.Namespace, base_url: str, key: str | None, emu: Any
 
 async def _say(args: argparse.Namespace) -> int:
     from ttsbridge.audio.wav import write_wav
+    from ttsbridge.policy.usage import UsageTotals
     from ttsbridge.text import split_sentences
 
     text = " ".join(args.text) if args.text else sys.stdin.read()
@@ -124,6 +125,9 @@ async def _say(args: argparse.Namespace) -> int:
                     with contextlib.suppress(BaseException):
                         await feeder
             total = time.perf_counter() - t0
+            if turn.outcome == "done":
+                turn.note_heard(turn.characters_sent)  # no playback here: the file holds the whole turn
+            usage = UsageTotals.of([turn.usage])
         finally:
             await provider.aclose()
     if len(sentences) > 3 and sys.stderr.isatty():
@@ -134,6 +138,7 @@ async def _say(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {seconds:.2f} s of audio at {args.sample_rate} Hz, {len(sentences)} sentence(s)"
     )
     print(f"time to first audio: {1000 * (ttfa or 0):.0f} ms; total: {1000 * total:.0f} ms")
+    print(f"usage: {usage.report()}")
     return 0
 
 
@@ -203,6 +208,7 @@ async def _demo(args: argparse.Namespace) -> int:
         )
     print(f"endpoint: {stats.endpoint}; voice: {stats.voice or 'default'}")
     print(f"transcript (word frames, as heard): {stats.transcript}")
+    print(f"usage: {stats.usage.report()}")
     for err in stats.errors:
         print(f"error: {err}", file=sys.stderr)
     return 0 if stats.ok else 1

@@ -55,6 +55,7 @@ from ttsbridge.errors import (
     TTSTimeoutError,
     verdict_of,
 )
+from ttsbridge.livekit_usage import TurnUsageEvents
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn, TurnProvider
@@ -219,7 +220,7 @@ def _stream_pacer(text_pacing: object) -> tts.SentenceStreamPacer | None:
     )
 
 
-class TurnTTS(tts.TTS):
+class TurnTTS(TurnUsageEvents, tts.TTS):
     """A LiveKit TTS over a :class:`TurnProvider` (the per-provider plugins subclass it).
 
     Args:
@@ -412,6 +413,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
 
         def _emit_words(words: list[TimedWord]) -> None:
             _push_timed_words(output_emitter, words)
+            if turn is not None:
+                turn.note_heard(sum(len(w.text) for w in words))  # aligned words emitted: see livekit_usage
 
         async def _input_task() -> None:
             async for data in self._input_ch:
@@ -532,6 +535,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             await utils.aio.gracefully_cancel(input_t, send_t, recv_t)
             await _cancel_turn()  # a turn whose opening completed while the tasks were being stopped
             _trace()
+            if turn is not None:
+                owner._report_usage(request_id, turn.usage)
 
 
 async def _supervise(

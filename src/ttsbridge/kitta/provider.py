@@ -21,6 +21,8 @@ from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaAudio, KittaClient, KittaGeneration, KittaSession
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
+from ttsbridge.kitta.protocol import SegmentStatus
+from ttsbridge.policy.usage import TurnEnd, TurnUsage
 from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 __all__ = ["KittaTurn", "KittaTurnProvider"]
@@ -132,6 +134,39 @@ class KittaTurn(Turn):
     @property
     def error(self) -> BaseException | None:
         return self._gen.error
+
+    @property
+    def usage(self) -> TurnUsage:
+        """Kitta's rule, read off the session's segment statuses: a flushed segment is billed once its first
+        audio arrived (``delivering``/``done``; the server's ``usage`` units when it sent them), refunded
+        before that; a finished session bills the server's ``finish`` units. Earlier (retried) sessions add
+        the units their ``usage`` events reported (a retry never follows a part-delivered segment)."""
+        gen = self._gen
+        proto = gen._proto  # the current session's protocol (the generation's own, also during a retry)
+        if proto.finish_units is not None:
+            current = proto.finish_units
+            earlier = gen.units - proto.finish_units if gen.finished else gen.units
+        else:
+            current = sum(
+                seg.units if seg.units is not None else len(seg.text.strip())
+                for seg in proto.segments
+                if seg.status is not SegmentStatus.PENDING
+            )
+            earlier = gen.units
+        reserved = sum(len(s.text.strip()) for s in proto.segments if s.status is SegmentStatus.PENDING)
+        ended = self.outcome
+        return TurnUsage(
+            provider="kitta",
+            turn_id=self.id,
+            characters_sent=self.characters_sent,
+            characters_billed=earlier + current,
+            characters_heard=self.characters_heard,
+            audio_seconds=gen.audio_bytes / 2 / gen.sample_rate if gen.sample_rate else 0.0,
+            ended=None if ended is None else TurnEnd(ended),
+            error_code=self.error_code,
+            characters_reserved=0 if ended is not None else reserved,
+            retries=self.retries,
+        )
 
     @property
     def wire_format(self) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import weakref
@@ -22,11 +23,12 @@ import aiohttp
 
 from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.engine.backoff import Backoff
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError
+from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
 from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
+from ttsbridge.policy.usage import NINENINESIX, TurnUsage, UsageMeter
 from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 logger = logging.getLogger("ttsbridge.nineninesix")
@@ -122,6 +124,21 @@ class NineninesixTurn(Turn):
     @property
     def wire_format(self) -> str:
         return _wire_format(self._format)
+
+    @property
+    def usage(self) -> TurnUsage:
+        """Nineninesix's rule (:data:`~ttsbridge.policy.usage.NINENINESIX`) over the current context's facts:
+        every transcript of the turn is billed, also when cancelled; refunded when the server ends the turn
+        with an error. An earlier context was retried only when the server billed nothing of it."""
+        meter = UsageMeter(NINENINESIX, turn_id=self.id)
+        if self._ctx is not None:
+            facts = self._facts
+            for text in facts.texts:
+                meter.send(text)
+            meter.audio(facts.audio_bytes / (2 * self._format.sample_rate))
+        meter.settle(self.outcome, self.error_code, by_server=isinstance(self.error, TTSAPIError))
+        meter.heard(self.characters_heard)
+        return dataclasses.replace(meter.usage, retries=self.retries)
 
     async def send(self, text: str) -> None:
         if self._done or self._cancelled:
