@@ -13,10 +13,17 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ttsbridge._redact import redact
-from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSInvalidOptionError
-from ttsbridge.kitta.models import PATH
+from ttsbridge.engine.protocol import ConnectRequest
+from ttsbridge.errors import (
+    TTSAPIError,
+    TTSBridgeError,
+    TTSConnectionError,
+    TTSInvalidOptionError,
+    TTSTimeoutError,
+)
+from ttsbridge.kitta.models import PATH, SUBPROTOCOL
 
-__all__ = ["backoff_delay", "build_url", "handshake_error", "retry_request_id", "safe_url"]
+__all__ = ["KittaHandshake", "backoff_delay", "build_url", "handshake_error", "retry_request_id", "safe_url"]
 
 _RETRYABLE_HTTP: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
 _HTTP_CODES: Final = {
@@ -113,3 +120,42 @@ def backoff_delay(
     if retry_after:
         delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER))
     return delay
+
+
+class KittaHandshake:
+    """The handshake part of :class:`~ttsbridge.kitta.protocol.KittaProtocol`: what to open, and the typed
+    error for every way opening it can fail."""
+
+    url: str
+    auth: str
+    token: str | None
+
+    def _secrets(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def connect_request(self) -> ConnectRequest:
+        headers = [("Authorization", f"Bearer {self.token}")] if self.auth == "header" and self.token else []
+        return ConnectRequest(self.url, tuple(headers), (SUBPROTOCOL,), secrets=self._secrets())
+
+    def handshake_failed(self, status: int, body: bytes) -> TTSBridgeError:
+        return handshake_error(status, body, {}, self._secrets())
+
+    def handshake_rejected(self, status: int, headers: Mapping[str, str], body: bytes) -> TTSBridgeError:
+        return handshake_error(status, body, headers, self._secrets())
+
+    def connect_failed(self, kind: str, detail: str, timeout: float) -> TTSBridgeError:
+        url = self.url
+        if kind == "timeout":
+            return TTSTimeoutError(f"kitta: handshake with {url} timed out")
+        if kind == "invalid_uri":
+            return TTSInvalidOptionError("base_url", url, "a valid WebSocket URL", hint=detail)
+        if kind == "invalid_handshake":
+            return TTSConnectionError(f"kitta: bad WebSocket handshake with {url}: {detail}", retryable=False)
+        return TTSConnectionError(f"kitta: cannot connect to {url}: {detail}")
+
+    def subprotocol_error(self, selected: str | None) -> TTSBridgeError | None:
+        if selected == SUBPROTOCOL:
+            return None
+        return TTSConnectionError(
+            f"kitta: the server did not select the {SUBPROTOCOL} subprotocol", retryable=False
+        )

@@ -19,37 +19,25 @@ replayed, ``start`` held for the backoff counted from the failure).
 
 from __future__ import annotations
 
-import enum
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Final
 
+from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
+from ttsbridge.engine.protocol import TurnProtocol
 from ttsbridge.errors import TTSBridgeError, TTSTimeoutError
 from ttsbridge.kitta import retry
-from ttsbridge.kitta._neutral import (
-    AudioReceived,
-    ConnectionFailed,
-    ConnectRequest,
-    Event,
-    TurnDone,
-    TurnFailed,
-)
-from ttsbridge.kitta.handshake import handshake_error
+from ttsbridge.kitta.handshake import KittaHandshake
 from ttsbridge.kitta.models import (
-    SUBPROTOCOL,
-    AudioEvent,
     AuthEvent,
-    ErrorEvent,
-    FinishEvent,
     KittaLimits,
-    ReadyEvent,
     StartEvent,
     StartRequest,
-    UsageEvent,
 )
+from ttsbridge.kitta.receiving import ServerEvents
 from ttsbridge.kitta.retry import Outcome, TurnFacts
 from ttsbridge.kitta.segments import AudioOrder, Segment, SegmentStatus, TextQueue
+from ttsbridge.kitta.states import LIVE, TERMINAL, TRANSITIONS, State
 from ttsbridge.kitta.wire import (
     RETRYABLE_CLOSE_CODES,
     KittaConnectionClosed,
@@ -83,46 +71,8 @@ __all__ = [
 logger = logging.getLogger("ttsbridge.kitta")
 
 
-class State(str, enum.Enum):
-    CONNECTING = "connecting"
-    AUTHENTICATED = "authenticated"
-    STARTED = "started"
-    READY = "ready"
-    STREAMING = "streaming"
-    STOPPING = "stopping"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-TERMINAL: Final = frozenset({State.FINISHED, State.FAILED, State.CLOSED})
-_OPEN: Final = tuple(s for s in State if s not in TERMINAL)
-_LIVE: Final = (State.READY, State.STREAMING, State.STOPPING)
-
-#: The phase order as data: ``(state, event) -> next state``. Events are the server's event names, the frames
-#: going out (``send_auth``, ``send_start``, ``send_text`` for text and flush, ``send_stop``), ``fail`` (an
-#: error event, a protocol error, a timeout, the socket lost) and ``close`` (ours). A server event missing
-#: from the table is a protocol error; a command missing from it is held until it is allowed.
-TRANSITIONS: Final[dict[tuple[State, str], State]] = {
-    (State.CONNECTING, "send_auth"): State.CONNECTING,
-    (State.CONNECTING, "authenticated"): State.AUTHENTICATED,
-    (State.AUTHENTICATED, "send_start"): State.STARTED,
-    (State.STARTED, "ready"): State.READY,
-    (State.READY, "send_text"): State.STREAMING,
-    (State.STREAMING, "send_text"): State.STREAMING,
-    (State.READY, "send_stop"): State.STOPPING,
-    (State.STREAMING, "send_stop"): State.STOPPING,
-    **{(s, "audio"): s for s in _LIVE},
-    **{(s, "usage"): s for s in _LIVE},
-    **{(s, "finish"): State.FINISHED for s in _LIVE},
-    **{(s, "error"): State.FAILED for s in _OPEN},
-    **{(s, "fail"): State.FAILED for s in _OPEN},
-    **{(s, "close"): State.CLOSED for s in _OPEN},
-}
-
-
-@dataclass
-class KittaProtocol:
+@dataclass(eq=False)
+class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     """One Kitta v2 connection (at most one turn). See the module docstring."""
 
     request: StartRequest
@@ -179,15 +129,6 @@ class KittaProtocol:
         self._order.label = self.label
         self._text = TextQueue(self.limits, self.label)
 
-    # ------------------------------------------------------------------------------------------- handshake
-
-    def connect_request(self) -> ConnectRequest:
-        headers = [("Authorization", f"Bearer {self.token}")] if self.auth == "header" and self.token else []
-        return ConnectRequest(self.url, headers, [SUBPROTOCOL])
-
-    def handshake_failed(self, status: int, body: bytes | None, headers: dict[str, str]) -> TTSBridgeError:
-        return handshake_error(status, body, headers, self._secrets())
-
     # --------------------------------------------------------------------------------------------- queries
 
     @property
@@ -207,7 +148,7 @@ class KittaProtocol:
 
     @property
     def is_ready(self) -> bool:
-        return self.state in _LIVE
+        return self.state in LIVE
 
     @property
     def segments(self) -> list[Segment]:
@@ -226,7 +167,6 @@ class KittaProtocol:
     def audio_started(self) -> bool:
         return self.facts is not None and self.facts.audio_bytes > 0
 
-    @property
     def has_data_to_send(self) -> bool:
         """Whether :meth:`data_to_send` may return frames (cheap check for the I/O loop)."""
         return not self.terminal and bool(self._auth_frame or self._start_due or self._text.frames)
@@ -254,6 +194,12 @@ class KittaProtocol:
         return (
             [self.turn_id] if self.turn_id and facts and facts.outcome is None and not self.terminal else []
         )
+
+    def connect_at(self) -> float | None:
+        """When a held attempt's connection should open: its handshake overlaps the end of its backoff."""
+        if self._start_at is None or self._start_due:
+            return None
+        return self._start_at - retry.PRECONNECT_LEAD
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` must be called next (a held start, or the server's silence bound)."""
@@ -346,7 +292,7 @@ class KittaProtocol:
         """Fail the turn with ``error`` (the client shuts down): no retry."""
         if self.terminal:
             return
-        self._fail(error, now, close=(1000, "client closed"), retry=False)
+        self._fail(error, now, close=(1000, "client closed"), may_retry=False)
 
     def _close(self, close: tuple[int, str]) -> None:
         if not self.terminal:
@@ -400,7 +346,7 @@ class KittaProtocol:
                 f"kitta {self.request_id}: no server event for {self.event_timeout:g} s "
                 f"(state {self.state.value})"
             )
-            self._fail(err, now, close=(1000, "failed"), retry=False)
+            self._fail(err, now, close=(1000, "failed"), may_retry=False)
 
     def receive(self, frame: str | bytes | bytearray | memoryview, now: float) -> None:
         """Feed one frame. A protocol violation fails the turn (and the connection) with
@@ -422,7 +368,7 @@ class KittaProtocol:
             err = KittaProtocolError(f"kitta: internal error: {type(exc).__name__}")
             self._fail(err, now, close=(1011, "client error"))
 
-    def connect_failed(self, error: TTSBridgeError, now: float) -> None:
+    def fail_connect(self, error: TTSBridgeError, now: float) -> None:
         """The connection could not be made (``error`` from :meth:`handshake_failed`, a timeout, a refusal)."""
         if not self.terminal:
             self._fail(error, now, close=None)
@@ -452,73 +398,8 @@ class KittaProtocol:
     def _silent_since(self) -> float:
         return max(self._last_sent, self._last_event_at)
 
-    def _handle(self, event: object, now: float) -> None:
-        if isinstance(event, ErrorEvent):
-            self._deliver(self._order.drain())
-            err = error_from_event(event, self.turn_id, self._secrets())
-            self._fail(err, now, close=(1000, "error received"))
-            return
-        name = getattr(event, "event", "")
-        self._step(name)
-        if isinstance(event, ReadyEvent):
-            if event.request_id != self.turn_id:
-                raise KittaProtocolError("kitta: 'ready' for another request_id")
-            self._layout(event.sample_rate, event.channels, event.bit_depth)
-        elif isinstance(event, AudioEvent):
-            self._on_audio(event)
-        elif isinstance(event, UsageEvent):
-            self._deliver(self._order.drain())
-            self._text.segments.usage(event.units)
-            self.units_billed += event.units
-        elif isinstance(event, FinishEvent):
-            self._on_finish(event)
-
-    def _layout(self, rate: int | None, channels: int | None, bit_depth: int | None) -> None:
-        self.sample_rate = rate or self.sample_rate
-        self.channels = channels or self.channels
-        self.bit_depth = bit_depth or self.bit_depth
-        if self.channels not in (None, 1) or self.bit_depth not in (None, 16):
-            raise KittaProtocolError(
-                f"kitta: unsupported PCM layout channels={self.channels} bit_depth={self.bit_depth} "
-                "(this client handles mono 16-bit)"
-            )
-
-    def _on_audio(self, event: AudioEvent) -> None:
-        if event.request_id is not None and event.request_id != self.turn_id:
-            raise KittaProtocolError("kitta: audio for another request_id")
-        self._layout(event.sample_rate, event.channels, event.bit_depth)
-        if self.sample_rate is None:
-            raise KittaProtocolError("kitta: pcm audio without sample_rate on 'ready' or 'audio'")
-        if event.audio:
-            # Received is delivered, even while held for a sequence gap: the server committed (billed) the
-            # segment at its first audio frame, so it must never be replayed.
-            self._text.segments.audio(0)
-        self._deliver(self._order.push(event))
-
-    def _deliver(self, events: list[AudioEvent]) -> None:
-        if not events:
-            return
-        assert self.turn_id is not None and self.facts is not None
-        for ev in events:
-            if ev.audio:
-                self._text.segments.audio(len(ev.audio))
-                self.audio_bytes += len(ev.audio)
-                self.facts.audio_bytes += len(ev.audio)
-                self._events.append(AudioReceived(self.turn_id, ev.audio))
-
-    def _on_finish(self, event: FinishEvent) -> None:
-        assert self.turn_id is not None and self.facts is not None
-        self._deliver(self._order.drain())
-        self._text.segments.finish()
-        self.finish_units = event.units
-        self.facts.units += event.units
-        self.facts.outcome = Outcome.FINISHED
-        self.close_request = (1000, "finished")
-        self._events.append(TurnDone(self.turn_id))
-        logger.debug("kitta %s: finished, %d units", self.turn_id, event.units)
-
     def _fail(
-        self, err: TTSBridgeError, now: float, *, close: tuple[int, str] | None, retry: bool = True
+        self, err: TTSBridgeError, now: float, *, close: tuple[int, str] | None, may_retry: bool = True
     ) -> None:
         if self.error is None:
             self.error = err
@@ -530,7 +411,7 @@ class KittaProtocol:
         self._start_due = False
         facts = self.facts
         if self.turn_id is not None and facts is not None and facts.outcome is None:
-            self.successor = retry.next_attempt(self, err, now) if retry else None
+            self.successor = retry.next_attempt(self, err, now) if may_retry else None
             if self.successor is None:
                 facts.outcome, facts.error, facts.failed_at = Outcome.FAILED, err, now
             self._events.append(TurnFailed(self.turn_id, err))

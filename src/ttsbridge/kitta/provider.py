@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
@@ -51,7 +50,6 @@ class KittaTurn(Turn):
         self.sample_rate = sample_rate
         self.from_standby = from_standby
         self._resampler: StreamResampler | None = None
-        self._yielded = False
 
     def __repr__(self) -> str:
         return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
@@ -86,22 +84,19 @@ class KittaTurn(Turn):
                     if resampler is not None:  # a retry landed on a session with another rate
                         tail = resampler.flush()
                         if tail and not gen.cancelled:
-                            self._yielded = True
                             yield tail
                     resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
                 pcm = resampler.process(chunk.pcm)
                 if pcm and not gen.cancelled:
-                    self._yielded = True
                     yield pcm
         if gen.finished and self._resampler is not None:
             tail = self._resampler.flush()
             if tail and not gen.cancelled:
-                self._yielded = True
                 yield tail
 
     @property
     def audio_started(self) -> bool:
-        return self._yielded
+        return self._gen.audio_started
 
     @property
     def done(self) -> bool:
@@ -181,7 +176,7 @@ class KittaTurnProvider(TurnProvider):
         self._turns: set[KittaTurn] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._not_before = 0.0  # monotonic: no turn starts before this (backoff after a retryable failure)
+        self._not_before = 0.0  # loop time: no turn starts before this (backoff after a retryable failure)
         #: Counters for diagnostics and tests.
         self.standby_hits = 0
         self.standby_misses = 0
@@ -239,23 +234,11 @@ class KittaTurnProvider(TurnProvider):
         self._kick()
 
     def _turn_done(self, turn: KittaTurn, gen: KittaGeneration) -> None:
-        """Forget the turn at once; after a retryable failure, hold the next turn's start for a backoff."""
+        """Forget the turn at once; its protocol says when the next turn may start (a turn opened right after
+        a retryable failure is a retry, LiveKit's loop or a caller's: its ``start`` waits the backoff from
+        that failure, warm connection or not)."""
         self._turns.discard(turn)
-        err = gen.error
-        if err is not None and err.retryable:
-            failed_at = gen.session.ended_at or time.monotonic()
-            self._not_before = max(self._not_before, failed_at + self._client._backoff(1, err))
-        elif gen.finished:
-            self._not_before = 0.0
-
-    async def _wait_backoff(self) -> None:
-        """A turn opened right after a retryable failure is a retry (LiveKit's loop, a caller's): its
-        ``start`` waits the backoff from that failure, warm connection or not."""
-        delay = self._not_before - time.monotonic()
-        if delay > 0:
-            log.debug("kitta: previous turn failed (retryable); next start in %.2f s", delay)
-            await asyncio.sleep(delay)
-        self._not_before = 0.0
+        self._not_before = gen.not_before_next(self._not_before)
 
     def _spawn_close(self, session: KittaSession) -> None:
         task = asyncio.create_task(session.close(1000, "standby retired"), name="kitta-standby-close")
@@ -345,9 +328,6 @@ class KittaTurnProvider(TurnProvider):
         options = self._turn_options(overrides)
         if self._closed:
             raise TTSConnectionError("kitta: provider is closed", retryable=False)
-        await self._wait_backoff()
-        if self._closed:
-            raise TTSConnectionError("kitta: provider is closed", retryable=False)
         session: KittaSession | None = None
         if self.standby_enabled:
             self._ensure_standby_loop()
@@ -356,7 +336,10 @@ class KittaTurnProvider(TurnProvider):
                 self.standby_hits += 1
             else:
                 self.standby_misses += 1
-        gen = self._client.generation(options, session=session)
+        not_before, self._not_before = self._not_before, 0.0
+        if not_before > asyncio.get_running_loop().time():
+            log.debug("kitta: previous turn failed (retryable); its start waits until %.2f", not_before)
+        gen = self._client.generation(options, session=session, not_before=not_before or None)
         if session is not None:
             self._replace_gate = gen.first_audio_or_done
         turn = KittaTurn(gen, rate, from_standby=session is not None)

@@ -8,7 +8,7 @@ import dataclasses
 import enum
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ttsbridge.errors import TTSBridgeError
 from ttsbridge.kitta.handshake import backoff_delay, retry_request_id
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["Outcome", "TurnFacts", "backoff", "next_attempt", "no_retry_reason", "not_before_next"]
 
 logger = logging.getLogger("ttsbridge.kitta")
+
+#: A retry's connection is opened this long before its backoff ends (its handshake overlaps the backoff).
+PRECONNECT_LEAD: Final = 2.0
 
 
 class Outcome(str, enum.Enum):
