@@ -224,11 +224,15 @@ class KittaGeneration:
     async def cancel(self) -> None:
         """Close the session now: no audio is yielded after this returns, unflushed text is never billed.
         Idempotent; never raises."""
-        if self.done:
-            return
         session, proto = self._session, self._proto
-        stream, self._stream = self._stream, None  # nothing more is yielded, nothing is kept
         assert proto.turn_id is not None
+        if self.done:
+            if self._stream is not None and self._stream.pending():  # an end its consumer has not seen
+                proto.withdraw_turn(proto.turn_id)
+                self._stream, stream = None, self._stream
+                stream.stop()
+            return
+        stream, self._stream = self._stream, None  # nothing more is yielded, nothing is kept
         proto.cancel_turn(proto.turn_id, self._now())
         if stream is not None:
             stream.stop()

@@ -282,6 +282,13 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         self._events.append(TurnDone(turn_id, cancelled=True))
         self._close((1000, "cancelled"))
 
+    def withdraw_turn(self, turn_id: str) -> None:
+        """The caller cancelled the turn before it saw the turn's end: a barge-in wins over an end nobody
+        consumed yet, so the turn counts as cancelled (its error is not reported)."""
+        facts = self.facts
+        if turn_id == self.turn_id and facts is not None and facts.outcome is not Outcome.CANCELLED:
+            facts.outcome, facts.error = Outcome.CANCELLED, None
+
     def close(self, reason: str = "closed") -> None:
         """The client closes the connection (retire a standby, shut down): a turn on it ends cancelled."""
         if self.turn_id is not None:
