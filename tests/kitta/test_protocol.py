@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from ttsbridge.errors import TTSAPIError, TTSInvalidOptionError
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
+from ttsbridge.errors import TTSAPIError, TTSInvalidOptionError
 from ttsbridge.kitta.client import build_url, retry_request_id
 from ttsbridge.kitta.models import (
     AudioEvent,
