@@ -124,8 +124,9 @@ async def _network_relay(target_port: int, handshake_delay: float, rtt: float) -
 async def _child(
     first_chunk_latency: float, realtime_factor: float, handshake_delay: float, rtt: float
 ) -> None:
-    """Serve the emulator behind the network relay; answer ``stats`` on stdin with one JSON line of
-    counters; stop on ``quit`` / EOF."""
+    """Serve the emulator behind the network relay (none when ``rtt`` and ``handshake_delay`` are 0); answer
+    ``stats`` on stdin with one JSON line of counters and ``times`` with the per-context timing records
+    (``{id: [first request, first chunk or null, text]}``, drained); stop on ``quit`` / EOF."""
     from ttsbridge.emulator import Emulator, EmulatorConfig
 
     cfg = EmulatorConfig(
@@ -136,8 +137,8 @@ async def _child(
     )
     async with Emulator(cfg) as emu:
         port = int(emu.base_url.rsplit(":", 1)[1])
-        proxy = await _network_relay(port, handshake_delay, rtt)
-        pport = proxy.sockets[0].getsockname()[1]
+        proxy = await _network_relay(port, handshake_delay, rtt) if rtt > 0 or handshake_delay > 0 else None
+        pport = proxy.sockets[0].getsockname()[1] if proxy is not None else port
         info = {
             "base_url": f"http://127.0.0.1:{pport}",
             "ws_url": f"ws://127.0.0.1:{pport}/tts/websocket",
@@ -148,11 +149,17 @@ async def _child(
         try:
             while True:
                 line = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+                if line == "times":
+                    times, emu.stats.timings = emu.stats.timings, {}
+                    out = {k: [t.first_request, t.first_chunk, t.text] for k, t in times.items()}
+                    print(json.dumps(out), flush=True)
+                    continue
                 if line != "stats":
                     return
                 s = emu.stats
                 counters = {
                     "ws_connections": s.ws_connections,
+                    "ws_open": s.ws_open,
                     "cancels": s.cancels,
                     "contexts_cancelled": s.contexts_cancelled,
                     "chunks_sent": s.chunks_sent,
@@ -160,7 +167,8 @@ async def _child(
                 }
                 print(json.dumps(counters), flush=True)
         finally:
-            proxy.close()
+            if proxy is not None:
+                proxy.close()
 
 
 class EmulatorProcess:
@@ -179,6 +187,16 @@ class EmulatorProcess:
             self._proc.stdin.write(b"stats\n")
             await self._proc.stdin.drain()
             return json.loads(await asyncio.wait_for(self._proc.stdout.readline(), BOUND))
+
+    async def times(self) -> dict[str, list[Any]]:
+        """The server's per-context timing records since the last call: ``{id: [first request, first chunk
+        or None, text]}`` (seconds on the child's ``perf_counter``)."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        async with self._lock:
+            self._proc.stdin.write(b"times\n")
+            await self._proc.stdin.drain()
+            line = await asyncio.wait_for(self._proc.stdout.readline(), BOUND)
+            return json.loads(line)
 
 
 @contextlib.asynccontextmanager
@@ -199,6 +217,7 @@ async def emulator_process(
         str(rtt),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
+        limit=1 << 24,  # the ``times`` answer of a 200-stream round is one long line
     )
     try:
         assert proc.stdout is not None

@@ -50,10 +50,7 @@ def _backup(emu: Emulator) -> KittaTTSService:
     )
 
 
-@pytest.mark.parametrize("failure", ["bad-voice", "bad-key"])
-async def test_permanent_error_fails_over_and_the_next_turn_is_spoken_by_the_backup(
-    emu: Emulator, failure: str
-) -> None:
+async def _run_switcher(emu: Emulator, failure: str) -> tuple[Any, Any, list[Any], asyncio.Event, Any]:
     primary, backup = _primary(emu, failure), _backup(emu)
     switcher = ServiceSwitcher([primary, backup], strategy_type=ServiceSwitcherStrategyFailover)
     switched: list[Any] = []
@@ -64,6 +61,12 @@ async def test_permanent_error_fails_over_and_the_next_turn_is_spoken_by_the_bac
         switched.append(service)
         failed_over.set()
 
+    return primary, backup, switched, failed_over, switcher
+
+
+async def test_bad_voice_fails_over_and_the_next_turn_is_spoken_by_the_backup(emu: Emulator) -> None:
+    """The voice is checked on the first request: turn 1 fails on the primary, turn 2 is the backup's."""
+    primary, backup, switched, failed_over, switcher = await _run_switcher(emu, "bad-voice")
     async with phone_bot(switcher, REPLIES, KEYS) as bot:
         async with Caller.dial(bot.url) as caller:
             await caller.say("1")  # the primary fails on this turn
@@ -76,11 +79,34 @@ async def test_permanent_error_fails_over_and_the_next_turn_is_spoken_by_the_bac
             await caller.wait_until(lambda: caller.current.received >= first_heard + total - 0.02)
             await caller.wait_until(lambda: len(bot.llm.seen) == 2)
     assert first_heard == 0.0, "the failed turn was not spoken (nor replayed)"
-    heard = caller.current
-    assert heard.received == pytest.approx(total, abs=0.05)
-    got = sentence_frequencies(heard.pcm, RATE, parts)
-    assert got == pytest.approx([tone_frequency(s) for s in parts], rel=0.02)
+    _check_heard(caller.current, parts, total)
     assert emu.stats.kitta_segment_texts == parts, "the backup spoke the next turn"
     assert emu.stats.contexts_done == 0, "the primary spoke nothing"
     # the failed turn's text was never heard: it is not in what the LLM saw for the next turn
     assert FIRST not in " ".join(assistant_texts(bot.llm.seen[1]))
+
+
+async def test_bad_key_fails_over_at_connect_and_the_first_turn_is_spoken_by_the_backup(
+    emu: Emulator,
+) -> None:
+    """A refused key is known when the service connects (its prewarm's handshake gets 401): the switcher fails
+    over before any turn, so the caller's first turn is already the backup's, and the primary speaks nothing."""
+    primary, backup, switched, failed_over, switcher = await _run_switcher(emu, "bad-key")
+    async with phone_bot(switcher, REPLIES, KEYS) as bot:
+        async with Caller.dial(bot.url) as caller:
+            await asyncio.wait_for(failed_over.wait(), BOUND)
+            assert switched == [backup] and not primary.is_usable and backup.is_usable
+            await caller.say("1")
+            parts = _sentences(FIRST)
+            total = sum(tone_duration(s) for s in parts)
+            await caller.wait_until(lambda: caller.current.received >= total - 0.02)
+            await caller.wait_until(lambda: len(bot.llm.seen) == 1)
+    _check_heard(caller.current, parts, total)
+    assert emu.stats.kitta_segment_texts == parts, "the backup spoke the first turn"
+    assert emu.stats.contexts_done == 0, "the primary spoke nothing"
+
+
+def _check_heard(heard: Any, parts: list[str], total: float) -> None:
+    assert heard.received == pytest.approx(total, abs=0.05)
+    got = sentence_frequencies(heard.pcm, RATE, parts)
+    assert got == pytest.approx([tone_frequency(s) for s in parts], rel=0.02)

@@ -643,6 +643,8 @@ class _Session:
             )
         self.buffer.append(text)
         self.buffer_chars += len(text)
+        if self.request_id is not None:
+            self.stats.mark_request(self.request_id, text)
 
     async def _on_flush(self, obj: dict[str, Any]) -> None:
         self._require_ready("flush")
@@ -764,6 +766,8 @@ class _Session:
         )
         self.seq += 1
         self.stats.kitta_audio_frames += 1
+        if self.request_id is not None:
+            self.stats.mark_chunk(self.request_id)
         self.ep.notify()
         if not seg.committed:
             seg.committed = True

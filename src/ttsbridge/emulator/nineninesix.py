@@ -311,6 +311,7 @@ class _WSConnection:
                     await self.ws.send_str(json.dumps(out.frame))
                     if out.is_chunk:
                         stats.chunks_sent += 1
+                        stats.mark_chunk(out.context_id or "")
                     elif out.frame.get("type") == "error":
                         stats.errors_sent.append((self.number, out.frame["error_code"]))
                         self.emu.notify()
@@ -542,6 +543,7 @@ class _WSConnection:
             ctx = _Context(ctx_id)
             self.contexts[ctx_id] = ctx
             emu.stats.contexts_started += 1
+            emu.stats.mark_request(ctx_id, transcript)
             ctx.task = asyncio.create_task(self._render_context(ctx))
             emu.notify()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -18,7 +19,10 @@ from ttsbridge.emulator.kitta import setup_kitta_routes
 from ttsbridge.emulator.nineninesix import EMULATOR_KEY, setup_nineninesix_routes
 from ttsbridge.emulator.voices import VoiceRegistry
 
-__all__ = ["Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
+__all__ = ["ContextTiming", "Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
+
+#: how many per-context timing records :class:`EmulatorStats` keeps (the oldest go first)
+TIMINGS_KEPT = 4096
 
 log = logging.getLogger("ttsbridge.emulator")
 
@@ -29,6 +33,16 @@ class Connection(Protocol):
     def abort(self) -> None: ...
 
     async def shutdown(self, code: int = 1001, reason: str = "") -> None: ...
+
+
+@dataclass
+class ContextTiming:
+    """When the server got a context's first request and sent its first chunk (``time.perf_counter()``)."""
+
+    first_request: float
+    first_chunk: float | None = None
+    #: the first request's text (up to 80 characters): lets a bench match a record to its turn
+    text: str = ""
 
 
 @dataclass
@@ -51,6 +65,8 @@ class EmulatorStats:
         faults_fired: labels of fired faults (``"drop"``, ``"stall"``, ``"close"``, ``"error:<code>"``).
         http_requests: HTTP requests to the Nineninesix API (TTS and voices), including refused ones.
         credits_charged / credits_refunded: characters billed and credited back.
+        timings: per ``context_id`` (Nineninesix) / ``request_id`` (Kitta), the server's own time from the
+            first request (Kitta: first ``text``) to the first chunk sent; the newest ``TIMINGS_KEPT``.
     """
 
     ws_connections: int = 0
@@ -71,6 +87,20 @@ class EmulatorStats:
     http_requests: int = 0
     credits_charged: int = 0
     credits_refunded: int = 0
+    timings: dict[str, ContextTiming] = field(default_factory=dict)
+
+    def mark_request(self, key: str, text: str) -> None:
+        """Record the first request of ``key`` (later ones are ignored)."""
+        if key not in self.timings:
+            self.timings[key] = ContextTiming(time.perf_counter(), None, text[:80])
+            while len(self.timings) > TIMINGS_KEPT:
+                self.timings.pop(next(iter(self.timings)))
+
+    def mark_chunk(self, key: str) -> None:
+        """Record the first chunk sent for ``key`` (after its first request)."""
+        t = self.timings.get(key)
+        if t is not None and t.first_chunk is None:
+            t.first_chunk = time.perf_counter()
 
     def messages_of(self, connection_no: int) -> list[dict[str, Any]]:
         """The client messages of one connection, in order."""

@@ -1,0 +1,262 @@
+"""The systems bench_overhead.py drives: N conversations of one client (ours or the framework's peer).
+
+``PipecatStreams``: one pipeline ``stamp -> TTS -> probe`` per stream; ``LiveKitStreams``: one TTS instance
+per stream, a turn is ``stream()`` + ``push_text`` + ``end_input``. ``turn(i, tag)`` runs one turn on stream
+``i`` and returns when its text went in, when its first audio came out and how much audio it delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from bench_peers import MODEL, EmulatorProcess
+
+from ttsbridge.emulator import TONE_VOICE_ID
+
+TURN_BOUND = 30.0  # one turn of one stream, end to end
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+def text_of(tag: int) -> str:
+    """The turn's text: a 7-digit tag (unique per turn, found again in the server's record), same length
+    for every turn (about 2.3 s of tone audio)."""
+    return f"Okay {tag:07d}, I can help you with that."
+
+
+@dataclass
+class Turn:
+    tag: int
+    t_text: float
+    t_first: float | None = None
+    audio_s: float = 0.0
+
+
+@dataclass
+class Scenario:
+    name: str
+    streams: int
+    rate: int
+    encoding: str = "pcm_s16le"
+    paced: bool = False
+    #: the rate the peer runs at in the same rounds (it gets no audio at 24/48 kHz from a spec-exact server)
+    peer_rate: int | None = None
+
+
+class Streams:
+    """N conversations of one system; ``turn(i, tag)`` runs one turn on stream ``i``."""
+
+    bytes_per_sample = 2  # PCM16 frames; the peers label μ-law bytes as PCM16 (1 byte a sample)
+
+    async def start(self, n: int) -> None: ...
+
+    async def turn(self, i: int, tag: int) -> Turn: ...
+
+    async def stop(self) -> None: ...
+
+
+class PipecatStreams(Streams):
+    def __init__(self, which: str, emu: EmulatorProcess, sc: Scenario) -> None:
+        self.which, self.emu, self.sc = which, emu, sc
+        self.bytes_per_sample = 1 if which == "peer" and sc.encoding == "pcm_mulaw" else 2
+        self._streams: list[dict[str, Any]] = []
+
+    def _tts(self) -> Any:
+        from pipecat.services.cartesia.tts import CartesiaTTSService
+
+        from ttsbridge.pipecat import NineninesixTTSService
+
+        if self.which == "peer":
+            return CartesiaTTSService(
+                api_key=self.emu.api_key,
+                url=self.emu.ws_url,
+                encoding=self.sc.encoding,
+                settings=CartesiaTTSService.Settings(voice=TONE_VOICE_ID, model=MODEL),
+            )
+        return NineninesixTTSService(
+            self.emu.api_key,
+            base_url=self.emu.base_url,
+            encoding=self.sc.encoding,
+            settings=NineninesixTTSService.Settings(voice=TONE_VOICE_ID),
+        )
+
+    async def start(self, n: int) -> None:
+        from pipecat.pipeline.pipeline import Pipeline
+        from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+        from pipecat.workers.runner import WorkerRunner
+
+        m = _pipecat_processors()
+        for _ in range(n):
+            stamp, probe = m["Stamp"](), m["Probe"]()
+            worker = PipelineWorker(
+                Pipeline([stamp, self._tts(), probe]),
+                cancel_on_idle_timeout=False,
+                idle_timeout_secs=None,
+                enable_rtvi=False,
+                params=PipelineParams(audio_out_sample_rate=self.sc.rate),
+            )
+            started = asyncio.Event()
+
+            @worker.event_handler("on_pipeline_started")
+            async def _started(_w: Any, _f: Any, started: asyncio.Event = started) -> None:
+                started.set()
+
+            runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
+            await runner.add_workers(worker)
+            task = asyncio.create_task(runner.run())
+            self._streams.append({"stamp": stamp, "probe": probe, "worker": worker, "task": task})
+            await asyncio.wait_for(started.wait(), TURN_BOUND)
+        self._llm_turn = m["llm_turn"]
+
+    async def turn(self, i: int, tag: int) -> Turn:
+        s = self._streams[i]
+        stamp, probe = s["stamp"], s["probe"]
+        stamp.reset()
+        probe.reset()
+        await s["worker"].queue_frames(self._llm_turn(text_of(tag)))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(probe.done.wait(), TURN_BOUND)
+        audio_s = probe.bytes / self.bytes_per_sample / self.sc.rate
+        return Turn(tag, stamp.t or now(), probe.first, audio_s)
+
+    async def stop(self) -> None:
+        from pipecat.frames.frames import EndFrame
+
+        for s in self._streams:
+            await s["worker"].queue_frame(EndFrame())
+        for s in self._streams:
+            try:
+                await asyncio.wait_for(s["task"], 10)
+            except (asyncio.TimeoutError, Exception):
+                s["task"].cancel()
+
+
+def _pipecat_processors() -> dict[str, Any]:
+    from pipecat.frames.frames import (
+        Frame,
+        LLMFullResponseEndFrame,
+        LLMFullResponseStartFrame,
+        LLMTextFrame,
+        TTSAudioRawFrame,
+        TTSStoppedFrame,
+    )
+    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+    class Stamp(FrameProcessor):
+        """Before the TTS: the time the turn's first text frame is pushed into it."""
+
+        def __init__(self) -> None:
+            super().__init__(enable_direct_mode=True)
+            self.t: float | None = None
+
+        def reset(self) -> None:
+            self.t = None
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, LLMTextFrame) and self.t is None:
+                self.t = now()
+            await self.push_frame(frame, direction)
+
+    class Probe(FrameProcessor):
+        """After the TTS: the first audio frame's time, the audio bytes, ``done`` at TTSStoppedFrame."""
+
+        def __init__(self) -> None:
+            super().__init__(enable_direct_mode=True)
+            self.reset()
+
+        def reset(self) -> None:
+            self.first: float | None = None
+            self.bytes = 0
+            self.done = asyncio.Event()
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, TTSAudioRawFrame):
+                if self.first is None:
+                    self.first = now()
+                self.bytes += len(frame.audio)
+            elif isinstance(frame, TTSStoppedFrame):
+                self.done.set()
+            await self.push_frame(frame, direction)
+
+    def llm_turn(text: str) -> list[Frame]:
+        """An LLM response streamed in 5-character tokens."""
+        return [
+            LLMFullResponseStartFrame(),
+            *[LLMTextFrame(text[i : i + 5]) for i in range(0, len(text), 5)],
+            LLMFullResponseEndFrame(),
+        ]
+
+    return {"Stamp": Stamp, "Probe": Probe, "llm_turn": llm_turn}
+
+
+class LiveKitStreams(Streams):
+    def __init__(self, which: str, emu: EmulatorProcess, sc: Scenario) -> None:
+        self.which, self.emu, self.sc = which, emu, sc
+        self.bytes_per_sample = 1 if which == "peer" and sc.encoding == "pcm_mulaw" else 2
+        self._tts: list[Any] = []
+        self._http: Any = None
+
+    def make(self) -> Any:
+        from livekit.plugins import cartesia, nineninesix
+
+        if self.which == "peer":
+            return cartesia.TTS(
+                api_key=self.emu.api_key,
+                base_url=self.emu.base_url,
+                voice=TONE_VOICE_ID,
+                model=MODEL,
+                sample_rate=self.sc.rate,
+                encoding=self.sc.encoding,  # type: ignore[arg-type]
+                http_session=self._http,
+            )
+        return nineninesix.TTS(
+            self.emu.api_key,
+            base_url=self.emu.base_url,
+            voice=TONE_VOICE_ID,
+            sample_rate=self.sc.rate,
+            encoding=self.sc.encoding,  # type: ignore[arg-type]
+            http_session=self._http,
+        )
+
+    async def start(self, n: int) -> None:
+        import aiohttp
+        from livekit.agents import APIConnectOptions
+
+        self._conn = APIConnectOptions(max_retry=0, retry_interval=0.0, timeout=10.0)
+        self._http = aiohttp.ClientSession()
+        self._tts = [self.make() for _ in range(n)]
+
+    async def turn(self, i: int, tag: int) -> Turn:
+        t = Turn(tag, now())
+        with contextlib.suppress(Exception):
+            async with self._tts[i].stream(conn_options=self._conn) as stream:
+                stream.push_text(text_of(tag))
+                stream.end_input()
+
+                async def read() -> None:
+                    async for ev in stream:
+                        if t.t_first is None:
+                            t.t_first = now()
+                        f = ev.frame
+                        t.audio_s += len(f.data.tobytes()) / self.bytes_per_sample / f.sample_rate
+
+                await asyncio.wait_for(read(), TURN_BOUND)
+        return t
+
+    async def stop(self) -> None:
+        for t in self._tts:
+            with contextlib.suppress(Exception):
+                await t.aclose()
+        if self._http is not None:
+            await self._http.close()
+
+
+LEVELS: dict[str, type[Streams]] = {"pipecat": PipecatStreams, "livekit": LiveKitStreams}
