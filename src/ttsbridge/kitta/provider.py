@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
 from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.engine.pool import KeyedPool
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaAudio, KittaClient, KittaGeneration, KittaSession
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
@@ -26,6 +27,7 @@ __all__ = ["KittaTurn", "KittaTurnProvider"]
 
 log = logging.getLogger("ttsbridge.kitta")
 
+_STANDBY = "standby"  # the pool's one key: the standby holds no start, so it serves any options
 _MIN_RATE = 8000
 _MAX_RATE = 192_000
 
@@ -169,7 +171,8 @@ class KittaTurnProvider(TurnProvider):
         self.standby_enabled = standby
         self.standby_max_age = float(standby_max_age)
         self.standby_replace_delay_max = float(standby_replace_delay_max)
-        self._standby: KittaSession | None = None
+        #: The warm connection lives in an exclusive pool (one generation per socket): taken by a turn, refilled.
+        self._pool: KeyedPool[str, KittaSession] = KeyedPool(self._open_standby, shared=False, name="kitta")
         self._replace_gate: asyncio.Event | None = None
         self._standby_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -196,7 +199,7 @@ class KittaTurnProvider(TurnProvider):
 
     @property
     def standby_session(self) -> KittaSession | None:
-        return self._standby
+        return self._pool.get(_STANDBY)
 
     # --------------------------------------------------------------------------------------------- options
 
@@ -226,8 +229,9 @@ class KittaTurnProvider(TurnProvider):
             self._wake.set()
 
     def _retire_standby(self, why: str) -> None:
-        session, self._standby = self._standby, None
+        session = self._pool.get(_STANDBY)
         if session is not None:
+            self._pool.discard(_STANDBY, session)
             self.standby_retired += 1
             log.debug("kitta: retiring standby %s (%s)", session.request_id, why)
             self._spawn_close(session)
@@ -251,60 +255,64 @@ class KittaTurnProvider(TurnProvider):
         assert self._wake is not None
         failures = 0
         while not self._closed:
-            if self._standby is None and self._replace_gate is not None:
+            session = self._pool.get(_STANDBY)
+            if session is None and self._replace_gate is not None:
                 # Build the replacement once the turn that took the standby has its first audio (or ended),
                 # so that our handshake never competes with that turn's critical path; bounded.
                 gate, self._replace_gate = self._replace_gate, None
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(gate.wait(), self.standby_replace_delay_max)
                 continue
-            try:
-                session = self._standby or self._new_standby()
-            except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
-                log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
-                return
-            if session.ended or not session.alive:
+            if session is not None and not session.usable():
                 # failed (auth, network...): back off before the next one; turns connect on their own
-                self._standby = None
+                self._pool.discard(_STANDBY, session)
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** (failures - 1))
                 log.warning(
                     "kitta: standby session failed (%s); next attempt in %.1f s", session.error, delay
                 )
-                self._wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                await self._sleep(delay)
                 continue
-            if session.authenticated.is_set():
-                failures = 0
-            remaining = self.standby_max_age - session.age
-            if remaining <= 0:
+            if session is not None and session.expired():
                 self._retire_standby("max age")
                 continue
-            self._wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
-                await asyncio.wait_for(self._wake.wait(), remaining)
+            try:
+                session = session or await self._pool.prefill(_STANDBY)
+            except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
+                log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
+                return
+            if session.authenticated.is_set():
+                failures = 0
+            # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
+            await self._sleep(self.standby_max_age - session.age)
 
-    def _new_standby(self) -> KittaSession:
-        session = self._standby = self._client.preconnect(self._options)
+    async def _sleep(self, delay: float) -> None:
+        assert self._wake is not None
+        self._wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
+
+    async def _open_standby(self, _key: str) -> KittaSession:
+        """The pool's factory: a connection that connects and authenticates in the background."""
+        session = self._client.preconnect(self._options)
+        session.max_age = self.standby_max_age
         session.task.add_done_callback(lambda _t: self._kick())
         self.standby_created += 1
         return session
 
     def _take_standby(self) -> KittaSession | None:
         """The warm connection, if usable: any turn can take it (``start`` carries the turn's options)."""
-        session = self._standby
+        session = self._pool.get(_STANDBY)
         if session is None:
             return None
-        if not session.alive:
-            self._standby = None
+        if not session.usable():
+            self._pool.discard(_STANDBY, session)
             self._kick()
             return None
-        if session.age >= self.standby_max_age:
+        if session.expired():
             self._retire_standby("max age")
             return None
-        self._standby = None
+        self._pool.discard(_STANDBY, session)
         self._kick()  # the replacement connects once the turn has its first audio
         return session
 
@@ -315,9 +323,10 @@ class KittaTurnProvider(TurnProvider):
         """
         if not self.standby_enabled or self._closed:
             return
-        session = self._standby
-        if session is None or not session.alive:
-            session = self._new_standby()
+        session = self._pool.get(_STANDBY)
+        if session is not None and not session.alive:
+            self._pool.discard(_STANDBY, session)
+        session = await self._pool.prefill(_STANDBY)
         self._ensure_standby_loop()
         await session.wait_authenticated(self._client.connect_timeout + self._client.event_timeout)
 
@@ -356,9 +365,7 @@ class KittaTurnProvider(TurnProvider):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, 5.0)
-        standby, self._standby = self._standby, None
-        if standby is not None:
-            await standby.close(1000, "provider closed")
+        await self._pool.aclose()
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=5.0)
         if self._own_client:

@@ -62,6 +62,8 @@ class KittaSession:
         #: When the outcome became known (loop time).
         self.ended_at: float | None = None
         self._closing = False
+        #: Set by a pool: the age after which an unused connection should be replaced.
+        self.max_age: float | None = None
         self._pumps: set[asyncio.Task[None]] = set()
         client._sessions.add(self)
         self._task = asyncio.create_task(self._run(connect_at), name=f"kitta-session-{proto.request_id}")
@@ -87,6 +89,14 @@ class KittaSession:
     def alive(self) -> bool:
         """Not ended and not failed/closed (it may still be connecting)."""
         return not self.ended and not self.proto.terminal and not self._closing
+
+    def usable(self) -> bool:
+        """For the engine's pool: may still carry a turn (connecting or authenticated, nothing started)."""
+        return self.alive and self.proto.deferred
+
+    def expired(self) -> bool:
+        """For the engine's pool: older than :attr:`max_age`."""
+        return self.max_age is not None and self.age >= self.max_age
 
     @property
     def error(self) -> TTSBridgeError | None:
