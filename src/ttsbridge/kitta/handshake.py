@@ -13,6 +13,7 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ttsbridge._redact import redact
+from ttsbridge.engine.backoff import Backoff
 from ttsbridge.engine.protocol import ConnectRequest
 from ttsbridge.errors import (
     TTSAPIError,
@@ -112,9 +113,11 @@ def handshake_error(
 def backoff_delay(
     attempt: int, err: TTSBridgeError, initial: float, maximum: float, rng: random.Random | None = None
 ) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2...): exponential with equal jitter (never 0, never over
-    the cap), at least the server's ``retry_after`` (itself capped at :data:`MAX_RETRY_AFTER`)."""
-    cap = min(maximum, initial * (2 ** (attempt - 1)))
+    """Seconds to wait before retry ``attempt`` (1, 2...): the engine's exponential schedule
+    (:meth:`Backoff.ceiling`) with *equal* jitter (never below half the ceiling: a retry never starts at once,
+    which Kitta's retry tests and the standby's backoff rely on), at least the server's ``retry_after``
+    (itself capped at :data:`MAX_RETRY_AFTER`)."""
+    cap = Backoff(base=initial, factor=2.0, cap=maximum).ceiling(attempt)
     delay = (rng or random).uniform(cap / 2, cap)
     retry_after = getattr(err, "retry_after", None)
     if retry_after:
