@@ -134,6 +134,17 @@ class KittaClient:
     def closed(self) -> bool:
         return self._closed
 
+    def track(self, item: KittaSession | KittaGeneration) -> None:
+        """Register a live session or generation (so that :meth:`aclose` reaches it)."""
+        if isinstance(item, KittaSession):
+            self._sessions.add(item)
+        else:
+            self._generations.add(item)
+
+    def untrack(self, session: KittaSession) -> None:
+        """A session whose task is over: nothing of it is kept."""
+        self._sessions.discard(session)
+
     def _new_protocol(self, label: str, options: KittaOptions) -> KittaProtocol:
         """A protocol for one new connection (no turn on it yet); ``label`` names it in logs."""
         return KittaProtocol(

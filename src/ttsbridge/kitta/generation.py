@@ -74,7 +74,7 @@ class KittaGeneration:
         self._stream: TurnStream | None = TurnStream()
         self._done_callbacks: list[Callable[[KittaGeneration], None]] = []
         session.attach(self._deliver)
-        client._generations.add(self)
+        client.track(self)
 
     def __repr__(self) -> str:
         return f"KittaGeneration(request_id={self.request_id!r}, retries={self.retries}, done={self.done})"

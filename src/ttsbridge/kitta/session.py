@@ -65,7 +65,7 @@ class KittaSession:
         #: Set by a pool: the age after which an unused connection should be replaced.
         self.max_age: float | None = None
         self._pumps: set[asyncio.Task[None]] = set()
-        client._sessions.add(self)
+        client.track(self)
         self._task = asyncio.create_task(self._run(connect_at), name=f"kitta-session-{proto.request_id}")
 
     def __repr__(self) -> str:
@@ -209,7 +209,7 @@ class KittaSession:
     def _release(self) -> None:
         """The task is over: the socket (and the connection holding it) goes."""
         self.connection = None
-        self.client._sessions.discard(self)
+        self.client.untrack(self)
 
     async def wait_ready(self, timeout: float) -> None:
         """Until ``ready``; raises the session's error, or :class:`TTSTimeoutError` (and closes)."""
