@@ -73,14 +73,19 @@ def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
     assert 0.0 <= b.delay(2) <= 0.4
 
 
-def test_backoff_honours_retry_after_bounded_by_the_cap() -> None:
-    b = Backoff(cap=5.0)
+def test_backoff_equal_jitter_never_falls_below_its_floor() -> None:
+    b = Backoff(base=1.0, floor=0.5)
+    assert b.delay(1, rand=lambda: 0.0) == 0.5 and b.delay(1, rand=lambda: 1.0) == 1.0
+
+
+def test_backoff_waits_at_least_retry_after_bounded() -> None:
+    b = Backoff(base=0.2, max_retry_after=5.0)
     assert b.delay(1, retry_after=3.0, rand=lambda: 0.0) == 3.0
     assert b.delay(1, retry_after=60.0) == 5.0
-    assert b.delay(1, retry_after=-1.0) == 0.0
+    assert b.delay(1, retry_after=-1.0, rand=lambda: 1.0) == 0.2  # a bogus one changes nothing
 
 
-@pytest.mark.parametrize("kw", [{"base": -1.0}, {"cap": -0.1}, {"factor": 0.5}])
+@pytest.mark.parametrize("kw", [{"base": -1.0}, {"cap": -0.1}, {"factor": 0.5}, {"floor": 1.5}])
 def test_backoff_rejects_bad_options(kw: dict[str, float]) -> None:
     with pytest.raises(TTSInvalidOptionError):
         Backoff(**kw)

@@ -26,7 +26,7 @@ from websockets.typing import Subprotocol
 
 from ttsbridge._logging import RedactingLogger
 from ttsbridge._redact import redact
-from ttsbridge.engine.events import ConnectionFailed, Event, TurnDone, TurnEvent, TurnFailed
+from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnEvent
 from ttsbridge.engine.protocol import TurnProtocol
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError
 
@@ -227,17 +227,19 @@ class Connection:
     def _dispatch(self, events: list[Event]) -> None:
         sinks = self.sinks
         for ev in events:
-            if isinstance(ev, ConnectionFailed):
+            if type(ev) is AudioReceived:  # the hot path: straight into the turn's sink
+                sink = sinks.get(ev.turn_id)
+                if sink is not None:
+                    sink(ev)
+                    continue
+            elif isinstance(ev, ConnectionFailed):
                 self._cancel_timer()
-                if self.on_event is not None:
-                    self.on_event(ev)
-                continue
-            sink = sinks.get(ev.turn_id)
-            if sink is not None:
-                if isinstance(ev, (TurnDone, TurnFailed)):
-                    del sinks[ev.turn_id]  # nothing follows a turn's end
-                sink(ev)
-            elif self.on_event is not None:
+            else:
+                sink = sinks.pop(ev.turn_id, None)  # nothing follows a turn's end
+                if sink is not None:
+                    sink(ev)
+                    continue
+            if self.on_event is not None:
                 self.on_event(ev)
 
     def _after_input(self) -> None:

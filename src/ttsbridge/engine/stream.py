@@ -22,14 +22,20 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+def _settle(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
 class TurnStream:
     """Events of one turn, in order. ``feed`` is called by the connection's dispatch (a plain callable sink)."""
 
-    __slots__ = ("_items", "_waiter")
+    __slots__ = ("_end", "_items", "_waiter")
 
     def __init__(self) -> None:
         self._items: deque[TurnEvent] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._end: asyncio.Future[bool] | None = None  # only while someone awaits the turn's end
 
     def __call__(self, event: TurnEvent) -> None:
         self.feed(event)
@@ -39,6 +45,22 @@ class TurnStream:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        end = self._end
+        if end is not None and type(event) is not AudioReceived and event is not _STOP:
+            _settle(end, True)
+
+    async def wait_end(self, timeout: float) -> bool:
+        """Wait (bounded by ``timeout``) until the turn's end event is fed, whoever consumes it; False on
+        timeout. For a caller that must know the turn is over (a cancel waiting for its acknowledgement)."""
+        loop = asyncio.get_running_loop()
+        end: asyncio.Future[bool] = loop.create_future()
+        self._end = end
+        timer = loop.call_later(timeout, _settle, end, False)
+        try:
+            return await end
+        finally:
+            timer.cancel()
+            self._end = None
 
     def stop(self) -> None:
         """Drop what is queued and end the iteration (barge-in: nothing more is yielded)."""

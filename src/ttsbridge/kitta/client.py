@@ -14,12 +14,12 @@ never in the URL, and never reaches a log line: the engine's websockets logger m
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 import weakref
 from collections.abc import AsyncIterator
 
-from ttsbridge._redact import mask_key, register_secret
+from ttsbridge import _keys
+from ttsbridge._redact import mask_key
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.generation import KittaAudio, KittaGeneration
 from ttsbridge.kitta.handshake import build_url, retry_request_id
@@ -34,13 +34,7 @@ API_KEY_ENV = "KITTA_API_KEY"
 
 def resolve_api_key(api_key: str | None) -> str:
     """The key from the argument or ``$KITTA_API_KEY``, registered with the redactor; a clear error if none."""
-    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-    register_secret(key)
-    if not key or not key.strip():
-        raise TTSInvalidOptionError(
-            "api_key", None, f"a Kitta API key, passed as api_key= or set in ${API_KEY_ENV}"
-        )
-    return key
+    return _keys.resolve_api_key(api_key, env=API_KEY_ENV, what="a Kitta API key")
 
 
 class KittaClient:

@@ -66,6 +66,7 @@ class KittaGeneration:
             proto.open_turn(rid, asyncio.get_running_loop().time(), not_before=not_before)
             session = KittaSession(client, proto)
         self._session = session
+        self._first = session.proto
         facts = session.proto.facts
         assert facts is not None
         self._facts: TurnFacts = facts
@@ -166,6 +167,8 @@ class KittaGeneration:
             successor = self._proto.successor
             self._session = KittaSession(self._client, successor, connect_at=successor.connect_at())
             self._session.attach(self._deliver)
+            if self._stream is not None:
+                self._stream.feed(event)  # where the consumer moves on to the next attempt's audio
             return
         if isinstance(event, AudioReceived):
             self.first_audio_or_done.set()
@@ -259,6 +262,7 @@ class KittaGeneration:
 
     async def _audio(self) -> AsyncIterator[KittaAudio]:
         stream = self._stream
+        proto = self._first  # the attempt whose audio is read now (its rate is the audio's)
         try:
             while stream is not None and not self.cancelled:
                 if not stream.pending() and self.done:
@@ -269,8 +273,9 @@ class KittaGeneration:
                 if self.cancelled:
                     return
                 if isinstance(event, AudioReceived):
-                    rate = getattr(event, "sample_rate", 0) or self.sample_rate or 0
-                    yield KittaAudio(event.pcm, rate)
+                    yield KittaAudio(event.pcm, proto.sample_rate or 0)
+                elif isinstance(event, TurnFailed) and proto.successor is not None:
+                    proto = proto.successor  # that attempt failed and was retried: its audio is over
                 elif isinstance(event, TurnFailed):
                     raise event.error
                 else:

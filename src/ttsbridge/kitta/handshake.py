@@ -113,16 +113,12 @@ def handshake_error(
 def backoff_delay(
     attempt: int, err: TTSBridgeError, initial: float, maximum: float, rng: random.Random | None = None
 ) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2...): the engine's exponential schedule
-    (:meth:`Backoff.ceiling`) with *equal* jitter (never below half the ceiling: a retry never starts at once,
-    which Kitta's retry tests and the standby's backoff rely on), at least the server's ``retry_after``
-    (itself capped at :data:`MAX_RETRY_AFTER`)."""
-    cap = Backoff(base=initial, factor=2.0, cap=maximum).ceiling(attempt)
-    delay = (rng or random).uniform(cap / 2, cap)
+    """Seconds to wait before retry ``attempt`` (1, 2...): the engine's :class:`Backoff` with *equal* jitter
+    (never below half the ceiling: a retry never starts at once) and the server's ``retry_after`` as a lower
+    bound (itself capped at :data:`MAX_RETRY_AFTER`)."""
+    schedule = Backoff(base=initial, factor=2.0, cap=maximum, floor=0.5, max_retry_after=MAX_RETRY_AFTER)
     retry_after = getattr(err, "retry_after", None)
-    if retry_after:
-        delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER))
-    return delay
+    return schedule.delay(attempt, retry_after or None, rand=(rng or random).random)
 
 
 class KittaHandshake:

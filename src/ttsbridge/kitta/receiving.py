@@ -4,7 +4,6 @@ moves the phase table, the segments and the audio order, and emits provider-neut
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from ttsbridge.engine.events import AudioReceived, Event, TurnDone
 from ttsbridge.errors import TTSBridgeError
@@ -13,16 +12,9 @@ from ttsbridge.kitta.retry import Outcome, TurnFacts
 from ttsbridge.kitta.segments import AudioOrder, TextQueue
 from ttsbridge.kitta.wire import KittaProtocolError, error_from_event
 
-__all__ = ["KittaAudioReceived", "ServerEvents"]
+__all__ = ["ServerEvents"]
 
 logger = logging.getLogger("ttsbridge.kitta")
-
-
-@dataclass(frozen=True, slots=True)
-class KittaAudioReceived(AudioReceived):
-    """Kitta audio carries the session's rate (a retry may land on a session with another rate)."""
-
-    sample_rate: int = 0
 
 
 class ServerEvents:
@@ -104,7 +96,7 @@ class ServerEvents:
                 self._text.segments.audio(len(ev.audio))
                 self.audio_bytes += len(ev.audio)
                 self.facts.audio_bytes += len(ev.audio)
-                self._events.append(KittaAudioReceived(self.turn_id, ev.audio, self.sample_rate or 0))
+                self._events.append(AudioReceived(self.turn_id, ev.audio))
 
     def _on_finish(self, event: FinishEvent) -> None:
         assert self.turn_id is not None and self.facts is not None
