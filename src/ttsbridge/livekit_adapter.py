@@ -55,6 +55,7 @@ from ttsbridge.errors import (
     TTSTimeoutError,
 )
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
+from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn, TurnProvider
 
 __all__ = [
@@ -202,6 +203,19 @@ async def _within(
 # the TTS
 
 
+def _stream_pacer(text_pacing: object) -> tts.SentenceStreamPacer | None:
+    """``text_pacing`` as LiveKit's plugins take it: True (a default pacer), False (none) or a pacer."""
+    if isinstance(text_pacing, tts.SentenceStreamPacer):
+        return text_pacing
+    if text_pacing is True:
+        return tts.SentenceStreamPacer()
+    if text_pacing is False:
+        return None
+    raise TTSInvalidOptionError(
+        "text_pacing", text_pacing, "True, False or a livekit.agents.tts.SentenceStreamPacer"
+    )
+
+
 class TurnTTS(tts.TTS):
     """A LiveKit TTS over a :class:`TurnProvider` (the per-provider plugins subclass it).
 
@@ -212,6 +226,8 @@ class TurnTTS(tts.TTS):
         provider_name: provider name, for metrics (``"Nineninesix"``).
         word_timestamps: publish estimated word timing (``aligned_transcript`` capability).
         tokenizer: sentence tokenizer for ``stream()`` (default: blingfire, as LiveKit's own plugins).
+        text_pacing: pace the sentences ``stream()`` sends, as LiveKit's own plugins: ``True`` for a default
+            ``tts.SentenceStreamPacer``, a pacer of your own, or ``False`` (default) to send each sentence at once.
         chars_per_second: the initial speaking rate for word timing, before any audio was measured.
         logger: where to log (the plugin's ``livekit.plugins.<name>`` logger).
         secrets: strings to mask from every error text and log line (the API key).
@@ -226,6 +242,7 @@ class TurnTTS(tts.TTS):
         provider_name: str,
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        text_pacing: tts.SentenceStreamPacer | bool = False,
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         logger: logging.Logger | None = None,
         secrets: tuple[str, ...] = (),
@@ -236,6 +253,7 @@ class TurnTTS(tts.TTS):
             or not 8000 <= sample_rate <= 96000
         ):
             raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
+        stream_pacer = _stream_pacer(text_pacing)
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
             sample_rate=sample_rate,
@@ -248,6 +266,7 @@ class TurnTTS(tts.TTS):
         self._sentence_tokenizer: tokenize.SentenceTokenizer = (
             tokenizer if is_given(tokenizer) else tokenize.blingfire.SentenceTokenizer()
         )
+        self._stream_pacer: tts.SentenceStreamPacer | None = stream_pacer
         self._speech_rate = SpeechRate(chars_per_second)
         self._logger = logger or _default_logger
         self._secrets = tuple(s for s in secrets if s)
@@ -368,11 +387,25 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         timeout = self._conn_options.timeout
         watchdog = _Watchdog(timeout)
         timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
-        sentences = owner._sentence_tokenizer.stream()
+        sentences: tokenize.SentenceStream = owner._sentence_tokenizer.stream()
+        if owner._stream_pacer is not None:
+            # LiveKit's pacer: the first sentence at once, the rest batched while enough audio is left to play.
+            sentences = owner._stream_pacer.wrap(sent_stream=sentences, audio_emitter=output_emitter)
         has_text = asyncio.Event()  # set on the first non-blank text, or when the input ends without any
         turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
         state = {"text": False, "audio": False, "cancelled": False}
         turn: Turn | None = None
+        span = current_span()  # LiveKit's tts_request_run span of this attempt
+        record: TurnRecord | None = None
+
+        def _trace() -> None:
+            if record is not None:
+                if state["cancelled"]:
+                    record.cancelled()
+                note = getattr(output_emitter, "_note_provider_request_id", None)  # LiveKit >= 1.8
+                if note is not None and turn is not None and turn.id:  # a retry moved the turn to a fresh id
+                    note(turn.id)
+                record.apply(span, LIVEKIT_NAMES)
 
         def _emit_words(words: list[TimedWord]) -> None:
             _push_timed_words(output_emitter, words)
@@ -391,7 +424,10 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             has_text.set()
 
         async def _open() -> Turn:
-            nonlocal turn
+            nonlocal turn, record
+            record = TurnRecord(
+                owner._turn_provider, sample_rate=owner.sample_rate, overrides=owner._open_turn_kwargs()
+            )
             started = time.perf_counter()
             opened = await _within(
                 owner._turn_provider.open_turn(sample_rate=owner.sample_rate, **owner._open_turn_kwargs()),
@@ -402,6 +438,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             self._acquire_time = time.perf_counter() - started
             self._connection_reused = opened.connection_reused
             output_emitter.start_segment(segment_id=opened.id or request_id)
+            record.bind(opened)
+            _trace()
             log.debug("turn opened", extra={"turn_id": opened.id, "request_id": request_id})
             return opened
 
@@ -437,6 +475,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
                     continue
                 output_emitter.push(pcm)
                 state["audio"] = True
+                if record is not None:
+                    record.on_audio()
                 watchdog.on_audio()
                 if timer is not None:
                     _emit_words(timer.add_audio(len(pcm) / 2 / rate))
@@ -451,6 +491,8 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if record is not None:
+                record.failed(exc)
             err = to_api_error(exc, audio_pushed=state["audio"], secrets=owner._secrets)
             log.warning(
                 "%s turn %s failed: %s",
@@ -470,9 +512,11 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
                         await asyncio.wait_for(turn.cancel(), max(timeout, 1.0))
 
             await _cancel_turn()
+            _trace()
             await sentences.aclose()
             await utils.aio.gracefully_cancel(input_t, send_t, recv_t)
             await _cancel_turn()  # a turn whose opening completed while the tasks were being stopped
+            _trace()
 
 
 async def _supervise(
@@ -532,6 +576,11 @@ class TurnChunkedStream(tts.ChunkedStream):
         if timer is not None:
             timer.add_text(self._input_text)
         audio_pushed = False
+        span = current_span()  # LiveKit's tts_request_run span of this attempt
+        record = TurnRecord(
+            owner._turn_provider, sample_rate=owner.sample_rate, overrides=owner._open_turn_kwargs()
+        )
+        record.add_characters(len(self._input_text))
         agen: AsyncIterator[bytes] = owner._turn_provider.synthesize(
             self._input_text, sample_rate=owner.sample_rate, **owner._open_turn_kwargs()
         ).__aiter__()
@@ -545,14 +594,18 @@ class TurnChunkedStream(tts.ChunkedStream):
                     continue
                 output_emitter.push(pcm)
                 audio_pushed = True
+                record.on_audio()
                 if timer is not None:
                     _push_timed_words(output_emitter, timer.add_audio(len(pcm) / 2 / owner.sample_rate))
             if timer is not None:
                 _push_timed_words(output_emitter, timer.end_segment())
             output_emitter.flush()
+            record.completed()
         except asyncio.CancelledError:
+            record.cancelled()
             raise
         except Exception as exc:
+            record.failed(exc)
             err = to_api_error(exc, audio_pushed=audio_pushed, secrets=owner._secrets)
             owner._logger.warning(
                 "%s synthesize failed: %s",
@@ -562,6 +615,7 @@ class TurnChunkedStream(tts.ChunkedStream):
             )
             raise err from None
         finally:
+            record.apply(span, LIVEKIT_NAMES)
             aclose = getattr(agen, "aclose", None)
             if aclose is not None:
                 with contextlib.suppress(Exception):

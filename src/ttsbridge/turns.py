@@ -21,8 +21,14 @@ ever yielded.
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
+
+from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
+
+#: How a turn ended: its audio completed, it was cancelled (barge-in), or it failed.
+TurnOutcome = Literal["done", "cancelled", "failed"]
 
 
 class Turn(abc.ABC):
@@ -33,6 +39,9 @@ class Turn(abc.ABC):
     id: str
     #: Sample rate of the PCM16 the iterator yields.
     sample_rate: int
+    #: How many times the provider transparently retried the turn (a fresh context or session). A plain
+    #: attribute (providers count it in place); 0 for providers that never retry.
+    retries: int = 0
 
     @abc.abstractmethod
     async def send(self, text: str) -> None:
@@ -73,6 +82,33 @@ class Turn(abc.ABC):
         """Characters of text sent for this turn (for usage metrics)."""
         return 0
 
+    @property
+    def outcome(self) -> TurnOutcome | None:
+        """How the turn ended (``"done"``, ``"cancelled"``, ``"failed"``), or None while it runs.
+
+        The default derives it from :attr:`done` and :attr:`error` (it cannot tell a cancel from a
+        completion); providers that know better override it.
+        """
+        if not self.done:
+            return None
+        return "failed" if self.error is not None else "done"
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error the turn failed with (what iteration raised), or None."""
+        return None
+
+    @property
+    def error_code(self) -> str | None:
+        """A short machine-readable code for :attr:`error` (see :func:`error_code`), or None."""
+        return error_code(self.error) if self.error is not None else None
+
+    @property
+    def wire_format(self) -> str:
+        """The audio format on the wire, ``"<provider's encoding name>@<rate>"`` (``"pcm_mulaw@8000"``,
+        ``"pcm@44100"``); empty when not known (yet)."""
+        return ""
+
 
 class TurnProvider(abc.ABC):
     """Opens turns on one provider. Owns connections (pooled, reused across turns) and options."""
@@ -91,6 +127,11 @@ class TurnProvider(abc.ABC):
     @abc.abstractmethod
     def update_options(self, **options: Any) -> None:
         """Change options for turns opened from now on. Validated at once."""
+
+    def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
+        """What a turn (or one-shot synthesis) opened now with these arguments would use, for tracing:
+        ``model``, ``voice``, ``wire_format`` (keys that are unknown are left out). No I/O."""
+        return {}
 
     async def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
         """One-shot synthesis of a whole text, streamed as it is generated (PCM16 at ``sample_rate``).
@@ -118,3 +159,19 @@ class TurnProvider(abc.ABC):
     @abc.abstractmethod
     async def aclose(self) -> None:
         """Close every connection; open turns fail with a connection error."""
+
+
+def error_code(exc: BaseException) -> str:
+    """A short code for why a turn failed: the server's ``error_code`` when it sent one (``voice_not_found``,
+    ``quota_exceeded``...), else the kind of failure (``timeout``, ``connection_error``, ``invalid_option``),
+    else the exception's class name."""
+    code = getattr(exc, "error_code", None)
+    if isinstance(code, str) and code:
+        return code
+    if isinstance(exc, (TTSTimeoutError, TimeoutError, asyncio.TimeoutError)):
+        return "timeout"
+    if isinstance(exc, TTSConnectionError):
+        return "connection_error"
+    if isinstance(exc, TTSInvalidOptionError):
+        return "invalid_option"
+    return type(exc).__name__

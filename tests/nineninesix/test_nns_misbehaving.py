@@ -1,5 +1,5 @@
 """A server that misbehaves (issue 9): frames the client cannot parse, a flood behind a close reply, an
-unsolicited ``context_not_found``. Over a real loopback WebSocket server (``loopback.py``): the emulator sends
+unsolicited ``context_not_found``. Over a real loopback WebSocket server (``nns_loopback.py``): the emulator sends
 only well-formed frames. Every test ends with no socket open on the server and no task of the client left.
 """
 
@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from loopback import (
+from nns_loopback import (
     API_KEY,
     LoopbackServer,
     chunk,

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from harness import make_provider, turn_once
 from loopback import LoopbackServer, Mutation
 
-F4 = "bug: issue 9 finding 4: Kitta reports a protocol error only after the close times out"
 
-
-@pytest.mark.xfail(strict=True, reason=F4)
 async def test_kitta_protocol_error_fails_the_turn_before_the_close_completes() -> None:
     async with LoopbackServer("kitta") as srv:
         prov = make_provider("kitta", srv.base_url, close_timeout=6.0)

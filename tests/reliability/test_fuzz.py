@@ -6,7 +6,7 @@ audio; the next turn is a full clean turn; nothing is left after aclose (tasks, 
 
 ``test_every_kind`` is the deterministic table (every kind at three frame positions); ``test_fuzz_*`` draws
 random mutations with hypothesis (derandomized: the same examples on every run; ``bench/chaos.py --fuzz N``
-draws fresh ones). Cases hitting an open bug are strict xfails naming it.
+draws fresh ones). Cases hitting an open bug are strict xfails naming it (none today).
 """
 
 from __future__ import annotations
@@ -27,16 +27,10 @@ KINDS = {"nineninesix": NNS_KINDS, "kitta": KITTA_KINDS}
 POSITIONS = {"nineninesix": (0, 2, 4), "kitta": (1, 3, 7)}
 MIDDLE = {"nineninesix": 2, "kitta": 3}
 
-F1 = "bug: issue 9 finding 1: a frame the Nineninesix reader cannot parse leaves the socket open after aclose"
-F2 = "bug: issue 9 finding 2: after a socket-closing error with the server still sending, the close never completes"
-F3 = "bug: issue 9 finding 3: Kitta plays `audio` sent as a text string instead of failing the session"
-#: (surface or "*", provider, kind, position or None for all) -> reason
-KNOWN: dict[tuple[str, str, str, int | None], str] = {
-    ("*", "nineninesix", "null_error", None): F1,
-    ("*", "nineninesix", "wrong_type", 4): F1,
-    ("*", "nineninesix", "error_flood", None): F2,
-    ("*", "kitta", "audio_as_text", 3): F3,
-}
+#: Cases hitting an open bug: (surface or "*", provider, kind, position or None for all) -> reason. Empty: the
+#: issue 9 findings (unparseable error frames leaving sockets open, closes that never completed, Kitta audio as
+#: text) are fixed; add a row here (a strict xfail) when a new bug is found, before its fix lands.
+KNOWN: dict[tuple[str, str, str, int | None], str] = {}
 
 
 def known(surface: str, provider: str, kind: str, at: int) -> str | None:

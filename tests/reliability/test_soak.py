@@ -25,13 +25,7 @@ async def test_soak(surface: str, provider: str) -> None:
     assert report.tasks_after_close == 0
 
 
-F5 = "bug: issue 9 finding 5: KittaTurnProvider keeps up to 64 finished turns (and their generations) alive"
-
-
-@pytest.mark.parametrize(
-    "provider",
-    ["nineninesix", pytest.param("kitta", marks=pytest.mark.xfail(strict=True, reason=F5))],
-)
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_finished_turns_are_released(provider: str) -> None:
     """Nothing per turn is kept once the turn is over: the provider holds no finished turn object."""
     report = await soak("turns", provider, TURNS, barge_rate=0.3, seed=5)

@@ -13,8 +13,9 @@ It stands apart from the clients: nothing here imports ``ttsbridge.nineninesix``
 from __future__ import annotations
 
 from ttsbridge.emulator.config import DEFAULT_API_KEY, MODEL_ID, NATIVE_SAMPLE_RATE, EmulatorConfig
-from ttsbridge.emulator.faults import ERROR_CATALOG, ErrorSpec, Fault, parse_inband
-from ttsbridge.emulator.server import Emulator, EmulatorStats, build_app, run_forever, serve
+from ttsbridge.emulator.nineninesix.faults import ERROR_CATALOG, ErrorSpec, Fault, parse_inband
+from ttsbridge.emulator.server import Emulator, build_app, run_forever, serve
+from ttsbridge.emulator.stats import EmulatorStats
 from ttsbridge.emulator.voices import (
     EXAMPLE_VOICE_ID,
     SPEECH_VOICE_ID,

@@ -1,28 +1,28 @@
-"""The emulator server: one aiohttp app serving the Nineninesix API and the Kitta endpoint on loopback."""
+"""The emulator server: one aiohttp app serving the Nineninesix API and the Kitta endpoint on loopback.
+
+Shared plumbing of both APIs: lifecycle, addresses, the open connections, waiting on stats changes. The
+concurrency slots and credits are the Nineninesix API's (its contexts and HTTP requests share them)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from ttsbridge.emulator.config import EmulatorConfig
-from ttsbridge.emulator.faults import Fault, FaultBook
 from ttsbridge.emulator.kitta import setup_kitta_routes
 from ttsbridge.emulator.nineninesix import EMULATOR_KEY, setup_nineninesix_routes
+from ttsbridge.emulator.nineninesix.faults import Fault, FaultBook
+from ttsbridge.emulator.stats import EmulatorStats
+from ttsbridge.emulator.timings import TIMINGS_KEPT, ContextTiming
 from ttsbridge.emulator.voices import VoiceRegistry
 
-__all__ = ["ContextTiming", "Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
-
-#: how many per-context timing records :class:`EmulatorStats` keeps (the oldest go first)
-TIMINGS_KEPT = 4096
+__all__ = ["TIMINGS_KEPT", "ContextTiming", "Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
 
 log = logging.getLogger("ttsbridge.emulator")
 
@@ -33,78 +33,6 @@ class Connection(Protocol):
     def abort(self) -> None: ...
 
     async def shutdown(self, code: int = 1001, reason: str = "") -> None: ...
-
-
-@dataclass
-class ContextTiming:
-    """When the server got a context's first request and sent its first chunk (``time.perf_counter()``)."""
-
-    first_request: float
-    first_chunk: float | None = None
-    #: the first request's text (up to 80 characters): lets a bench match a record to its turn
-    text: str = ""
-
-
-@dataclass
-class EmulatorStats:
-    """Counters and logs of one emulator. Plain attributes: the Kitta endpoint adds its own ``kitta_*``.
-
-    Attributes:
-        ws_connections: Nineninesix WebSocket handshakes accepted.
-        ws_rejected: handshakes refused (401).
-        ws_open: Nineninesix WebSockets open now.
-        messages: ``(connection_no, message)`` for every client->server JSON message (invalid ones as
-            ``{"<invalid json>": text}`` / ``{"<not an object>": value}`` / ``{"<binary>": size}``).
-        cancels: cancel messages received.
-        contexts_started / contexts_done / contexts_cancelled / contexts_failed / contexts_rejected: context
-            (and HTTP TTS request) lifecycle counts; rejected = refused by the concurrency limit.
-        chunks_sent: WebSocket ``chunk`` frames written.
-        errors_sent: ``(connection_no or None for HTTP, error_code)`` of every error sent.
-        close_codes: ``(connection_no, code)`` of every close the server initiated.
-        drops: connections cut without a close frame (faults, ``drop_connections``).
-        faults_fired: labels of fired faults (``"drop"``, ``"stall"``, ``"close"``, ``"error:<code>"``).
-        http_requests: HTTP requests to the Nineninesix API (TTS and voices), including refused ones.
-        credits_charged / credits_refunded: characters billed and credited back.
-        timings: per ``context_id`` (Nineninesix) / ``request_id`` (Kitta), the server's own time from the
-            first request (Kitta: first ``text``) to the first chunk sent; the newest ``TIMINGS_KEPT``.
-    """
-
-    ws_connections: int = 0
-    ws_rejected: int = 0
-    ws_open: int = 0
-    messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    cancels: int = 0
-    contexts_started: int = 0
-    contexts_done: int = 0
-    contexts_cancelled: int = 0
-    contexts_failed: int = 0
-    contexts_rejected: int = 0
-    chunks_sent: int = 0
-    errors_sent: list[tuple[int | None, str]] = field(default_factory=list)
-    close_codes: list[tuple[int, int]] = field(default_factory=list)
-    drops: int = 0
-    faults_fired: list[str] = field(default_factory=list)
-    http_requests: int = 0
-    credits_charged: int = 0
-    credits_refunded: int = 0
-    timings: dict[str, ContextTiming] = field(default_factory=dict)
-
-    def mark_request(self, key: str, text: str) -> None:
-        """Record the first request of ``key`` (later ones are ignored)."""
-        if key not in self.timings:
-            self.timings[key] = ContextTiming(time.perf_counter(), None, text[:80])
-            while len(self.timings) > TIMINGS_KEPT:
-                self.timings.pop(next(iter(self.timings)))
-
-    def mark_chunk(self, key: str) -> None:
-        """Record the first chunk sent for ``key`` (after its first request)."""
-        t = self.timings.get(key)
-        if t is not None and t.first_chunk is None:
-            t.first_chunk = time.perf_counter()
-
-    def messages_of(self, connection_no: int) -> list[dict[str, Any]]:
-        """The client messages of one connection, in order."""
-        return [m for n, m in self.messages if n == connection_no]
 
 
 class Emulator:
@@ -260,7 +188,7 @@ class Emulator:
             if credits < chars:
                 return False
             self.config.credits = credits - chars
-        self.stats.credits_charged += chars
+        self.stats.nineninesix.credits_charged += chars
         return True
 
     def refund(self, chars: int) -> None:
@@ -268,7 +196,7 @@ class Emulator:
             return
         if self.config.credits is not None:
             self.config.credits += chars
-        self.stats.credits_refunded += chars
+        self.stats.nineninesix.credits_refunded += chars
         self.notify()
 
     # -- waiting on the emulator (tests)

@@ -32,7 +32,7 @@ import numpy as np
 from ttsbridge.audio.analysis import dominant_frequency, tone
 from ttsbridge.audio.resample import resample_oneshot
 from ttsbridge.audio.wav import read_wav
-from ttsbridge.emulator.config import NATIVE_SAMPLE_RATE
+from ttsbridge.emulator.nineninesix.config import NATIVE_SAMPLE_RATE
 
 __all__ = [
     "EXAMPLE_VOICE_ID",

@@ -21,7 +21,7 @@ from ttsbridge.engine.pool import KeyedPool
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaAudio, KittaClient, KittaGeneration, KittaSession
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
-from ttsbridge.turns import Turn, TurnProvider
+from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 __all__ = ["KittaTurn", "KittaTurnProvider"]
 
@@ -112,6 +112,28 @@ class KittaTurn(Turn):
     def connection_reused(self) -> bool:
         """True when the turn took the warm standby connection (no handshake or auth on its path)."""
         return self.from_standby
+
+    @property
+    def retries(self) -> int:  # type: ignore[override]
+        return self._gen.retries
+
+    @property
+    def outcome(self) -> TurnOutcome | None:
+        gen = self._gen  # finished, cancelled and failed exclude each other there
+        if gen.error is not None:
+            return "failed"
+        if gen.cancelled:
+            return "cancelled"
+        return "done" if gen.finished else None
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._gen.error
+
+    @property
+    def wire_format(self) -> str:
+        rate = self._gen.sample_rate
+        return f"{self._gen.options.format}@{rate}" if rate else self._gen.options.format
 
 
 class KittaTurnProvider(TurnProvider):
@@ -210,6 +232,10 @@ class KittaTurnProvider(TurnProvider):
             overrides.setdefault("voice_id", voice)
         overrides.pop("sample_rate", None)
         return self._options.with_overrides(**overrides)
+
+    def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
+        options = self._turn_options(overrides)  # the wire rate is the server's: known once a session is ready
+        return {"model": options.model, "voice": options.voice_id, "wire_format": options.format}
 
     def update_options(self, **options: Any) -> None:
         self._options = self._turn_options(options)  # the standby holds no start: it serves any options

@@ -27,9 +27,13 @@ from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
 from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
-from ttsbridge.turns import Turn, TurnProvider
+from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 logger = logging.getLogger("ttsbridge.nineninesix")
+
+
+def _wire_format(fmt: OutputFormat) -> str:
+    return f"{fmt.encoding}@{fmt.sample_rate}"
 
 
 class NineninesixTurn(Turn):
@@ -55,6 +59,7 @@ class NineninesixTurn(Turn):
         self._closed_error: TTSBridgeError | None = None
         self._cancelled = False  # the caller cancelled the turn (whichever context it is on)
         self._done = False  # the iteration is over (or the turn was cancelled)
+        self._error: TTSBridgeError | None = None  # what iteration raised: the turn failed
 
     def __repr__(self) -> str:
         return f"NineninesixTurn(id={self.id!r}, rate={self.sample_rate}, done={self._done})"
@@ -97,6 +102,22 @@ class NineninesixTurn(Turn):
     @property
     def characters_sent(self) -> int:
         return self._facts.chars if self._ctx else 0
+
+    @property
+    def outcome(self) -> TurnOutcome | None:
+        if self._error is not None:
+            return "failed"
+        if self._cancelled:
+            return "cancelled"
+        return "done" if self._done else None
+
+    @property
+    def error(self) -> TTSBridgeError | None:
+        return self._error
+
+    @property
+    def wire_format(self) -> str:
+        return _wire_format(self._format)
 
     async def send(self, text: str) -> None:
         if self._done or self._cancelled:
@@ -144,8 +165,7 @@ class NineninesixTurn(Turn):
 
     async def _cancel(self, *, wait: bool) -> None:
         if self._cancelled or self._done:
-            self._cancelled = True
-            return
+            return  # a finished turn stays "done" (or "failed"): cancelling it changes nothing
         self._cancelled = True
         self._done = True
         self._wake.set()
@@ -200,6 +220,9 @@ class NineninesixTurn(Turn):
                     raise
                 if self._cancelled:
                     return
+        except TTSBridgeError as exc:
+            self._error = exc
+            raise
         finally:
             if not self._done and not self._cancelled:
                 # The consumer left early (break, or its task was cancelled): nobody will read this turn.
@@ -297,6 +320,12 @@ class NineninesixTurnProvider(TurnProvider):
 
     def update_options(self, **options: Any) -> None:
         self.options = self._resolve(options)
+
+    def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
+        opts = self._resolve(overrides)
+        out = {"model": opts.model or "", "voice": opts.voice or ""}
+        out["wire_format"] = _wire_format(opts.output_format(sample_rate))
+        return {k: v for k, v in out.items() if v}
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
         fmt = (

@@ -46,12 +46,14 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService, WebsocketTTSService
 from pipecat.transcriptions.language import Language
 from pipecat.utils.errors import ErrorCategory
+from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
-from ttsbridge.policy.coalesce import TokenCoalescer
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
+from ttsbridge.tracing import PIPECAT_NAMES, TurnRecord
 from ttsbridge.turns import Turn, TurnProvider
 
 __all__ = ["TurnHttpTTSService", "TurnTTSService"]
@@ -88,6 +90,22 @@ class _TurnServiceMixin:
         self._secrets = tuple(s for s in secrets if s)
         self._speech_rate = SpeechRate(chars_per_second)
         self._failed_contexts = OrderedDict()
+
+    def _coalesce_at_aggregation(self, coalesce: bool) -> None:
+        """TOKEN mode: coalesce streamed tokens into clauses at Pipecat's aggregation step, so its text
+        filters and ``text_transforms`` (and the sequencer that feeds the LLM context) see whole clauses."""
+        if coalesce and self._is_streaming_tokens:  # type: ignore[attr-defined]
+            language = self._text_aggregator.language  # type: ignore[has-type]
+            self._text_aggregator = ClauseTokenAggregator(language=language)
+
+    async def _register_spoken_text(self, src_frame: Any, text: str, context_id: str) -> None:
+        await super()._register_spoken_text(src_frame, text, context_id)  # type: ignore[misc]
+        if isinstance(self._text_aggregator, ClauseTokenAggregator):
+            # A released clause is a whole unit: give it its own slot in Pipecat's sequencer now, before its
+            # audio. Left pending until the next sentence confirms its end, its words would arrive first and be
+            # replayed behind later words, out of order in the LLM context.
+            frames = await self._aggregated_frame_sequencer.finalize(context_id)  # type: ignore[attr-defined]
+            await self._push_sequencer_frames(frames, context_id)  # type: ignore[attr-defined]
 
     @property
     def provider(self) -> TurnProvider:
@@ -224,6 +242,32 @@ class _TurnServiceMixin:
         else:
             await self.add_word_timestamps([(w.word, w.start) for w in words], context_id)  # type: ignore[attr-defined]
 
+    # -- tracing ------------------------------------------------------------------------------------------
+
+    def _tts_span(self, context_id: str) -> Any:
+        """The ``tts`` span Pipecat's ``traced_tts`` opened for ``context_id`` (None when tracing is off).
+
+        Pipecat keeps it in ``self._tts_spans`` (pipecat 1.14 ``service_decorators``); there is no public
+        accessor, and the span is not made current."""
+        entry = getattr(self, "_tts_spans", {}).get(context_id)
+        return entry.get("span") if isinstance(entry, dict) else None
+
+    def _trace(self, context_id: str, record: TurnRecord | None) -> None:
+        """Write the turn's facts on its span, with Pipecat's names where it has them (idempotent)."""
+        if record is not None:
+            record.apply(self._tts_span(context_id), PIPECAT_NAMES)
+
+    def _end_interrupted_span(self, context_id: str) -> None:
+        """Pipecat ends the interrupted span of the *playing* context only; a queued context that was
+        interrupted would keep its span open forever."""
+        manager = getattr(self, "_audio_context_manager", None)
+        if manager is None or getattr(manager, "playing_context_id", None) == context_id:
+            return
+        entry = getattr(self, "_tts_spans", {}).pop(context_id, None)
+        if isinstance(entry, dict) and entry.get("span") is not None:
+            entry["span"].set_attribute("tts.interrupted", True)
+            entry["span"].end()
+
 
 @dataclass(eq=False)
 class _TurnState:
@@ -232,8 +276,8 @@ class _TurnState:
     context_id: str
     turn: Turn
     clock: WordClock
-    coalescer: TokenCoalescer | None
     reader: asyncio.Task[None] | None = None
+    record: TurnRecord | None = None
     ended: bool = False
     cancelled: bool = False
     failed: bool = False
@@ -255,8 +299,9 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         provider: the provider to speak through (owned: closed when the pipeline stops).
         secrets: strings to mask in every log line and error text (the API key).
         chars_per_second: prior speaking rate for word timing, until completed turns calibrate it.
-        coalesce_tokens: in ``TextAggregationMode.TOKEN``, hold streamed tokens until a clause ends before
-            sending them (for providers that render every send on its own). Defaults to the class attribute.
+        coalesce_tokens: in ``TextAggregationMode.TOKEN``, hold streamed tokens until a clause ends, at
+            Pipecat's aggregation step (before its text filters and transforms run), for providers that
+            render every send on its own. Defaults to the class attribute.
         **kwargs: passed to Pipecat's ``WebsocketTTSService`` / ``TTSService`` (``sample_rate``,
             ``settings``, ``text_aggregation_mode``, ``text_transforms``...).
     """
@@ -264,8 +309,8 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     Settings = TTSSettings
     _settings: TTSSettings
 
-    #: Whether TOKEN mode coalesces tokens into clauses before ``Turn.send`` (both providers render every
-    #: send as a unit of its own: a Nineninesix transcript, a flushed Kitta segment).
+    #: Whether TOKEN mode coalesces tokens into clauses before filters, transforms and ``Turn.send`` (both
+    #: providers render every send as a unit of its own: a Nineninesix transcript, a flushed Kitta segment).
     coalesce_tokens: ClassVar[bool] = True
     #: How often an audio context that waits for due audio is kept from Pipecat's 3-second idle timeout.
     context_refresh_interval_s: ClassVar[float] = 1.0
@@ -289,7 +334,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         kwargs.setdefault("push_stop_frames", False)
         kwargs.setdefault("pause_frame_processing", False)
         super().__init__(settings=settings, **kwargs)
-        self._coalesce = self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens
+        self._coalesce_at_aggregation(self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens)
         self._turns: dict[str, _TurnState] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._sync_provider_options()
@@ -361,6 +406,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
 
     # -- synthesis ----------------------------------------------------------------------------------------
 
+    @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         """Send ``text`` on the turn behind ``context_id``, opening the turn on its first sentence."""
         if context_id in self._failed_contexts:
@@ -378,17 +424,22 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
             return
         state = self._turns.get(context_id)
         if state is None:
+            record = TurnRecord(self._provider, sample_rate=self.sample_rate)
             try:
                 turn = await self._open_turn()
             except Exception as exc:
+                record.failed(exc)
+                self._trace(context_id, record)
                 await self._fail(context_id, exc)
                 yield None
                 return
+            record.bind(turn)
+            self._trace(context_id, record)
             state = _TurnState(
                 context_id=context_id,
                 turn=turn,
                 clock=WordClock(self._speech_rate),
-                coalescer=TokenCoalescer() if (self._coalesce and self._is_streaming_tokens) else None,
+                record=record,
             )
             state.touch()
             self._turns[context_id] = state
@@ -396,14 +447,12 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         # Word timing learns of the text before any of its audio can arrive.
         state.clock.add_text(text, boundary=not self._is_streaming_tokens)
         state.touch()
-        to_send = state.coalescer.push(text) if state.coalescer else text
-        if to_send:
-            try:
-                await state.turn.send(to_send)
-            except Exception as exc:
-                await self._fail(context_id, exc)
-                yield None
-                return
+        try:
+            await state.turn.send(text)
+        except Exception as exc:
+            await self._fail(context_id, exc)
+            yield None
+            return
         await self.start_tts_usage_metrics(text)
         yield None
 
@@ -447,9 +496,6 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         state.ended = True
         state.touch()
         try:
-            rest = state.coalescer.flush() if state.coalescer else ""
-            if rest:
-                await state.turn.send(rest)
             await state.turn.end()
         except Exception as exc:
             await self._fail(state.context_id, exc)
@@ -478,6 +524,8 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 if state.cancelled:
                     return
                 state.touch()
+                if state.record is not None:
+                    state.record.on_audio()
                 await self.append_to_audio_context(
                     context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
                 )
@@ -486,6 +534,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 return
             # done: the rest of the words, timed by the real duration; then the stop frame.
             await self._push_words(state.clock, state.clock.end_segment(), context_id)
+            self._trace(context_id, state.record)  # before the stop frame, which ends the span
             if self.audio_context_available(context_id):
                 await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))
                 await self.remove_audio_context(context_id)
@@ -542,6 +591,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         state = self._turns.pop(context_id, None)
         if state is not None:
             self._abandon(state)
+            self._end_interrupted_span(context_id)
         await super().on_audio_context_interrupted(context_id)
 
     async def _handle_interruption(self, frame: InterruptionFrame, direction: FrameDirection) -> None:
@@ -557,6 +607,9 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     def _abandon(self, state: _TurnState) -> None:
         """No more audio of this turn reaches the pipeline; cancel it on the server without waiting."""
         state.cancelled = True
+        if state.record is not None:
+            state.record.cancelled()
+            self._trace(state.context_id, state.record)
         self._spawn(self._cancel_and_reap(state))
 
     async def _cancel_and_reap(self, state: _TurnState) -> None:
@@ -587,6 +640,9 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         state = self._turns.pop(context_id, None)
         if state is not None:
             state.failed = True
+            if state.record is not None:
+                state.record.failed(exc)
+                self._trace(context_id, state.record)
             if state.reader is not None and state.reader is not asyncio.current_task():
                 state.cancelled = True
                 self._spawn(self._cancel_and_reap(state))
@@ -605,9 +661,9 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
     ``TTSTextFrame``\\ s follow the audio that carries them, and a failed request ends the LLM turn with an
     ``ErrorFrame``, dropping its unspoken text. Same arguments as :class:`TurnTTSService`.
 
-    In ``TextAggregationMode.TOKEN`` streamed tokens are coalesced into clauses (as in
-    :class:`TurnTTSService`): every request is rendered on its own, so one request per token would speak word
-    fragments. The rest of the turn is spoken when the LLM response ends.
+    In ``TextAggregationMode.TOKEN`` streamed tokens are coalesced into clauses at Pipecat's aggregation step
+    (as in :class:`TurnTTSService`): every request is rendered on its own, so one request per token would speak
+    word fragments. The rest of the turn is spoken when the LLM response ends.
     """
 
     Settings = TTSSettings
@@ -631,9 +687,9 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         kwargs.setdefault("push_start_frame", True)
         kwargs.setdefault("push_stop_frames", True)
         super().__init__(settings=settings, **kwargs)
-        self._coalesce = self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens
-        self._coalescers: dict[str, TokenCoalescer] = {}
+        self._coalesce_at_aggregation(self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens)
         self._clocks: dict[str, WordClock] = {}
+        self._records: dict[str, TurnRecord] = {}
         self._stopped = False
         self._sync_provider_options()
 
@@ -663,6 +719,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         except Exception as exc:
             logger.warning(f"{self} error closing the provider: {self._redact(exc)}")
 
+    @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         """Synthesize one sentence, yielding audio frames as the provider streams them."""
         if context_id in self._failed_contexts or self._stopped:
@@ -670,11 +727,6 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
             logger.debug(f"{self} not speaking [{text}] (context {context_id})")
             await self._end_failed_audio_context(context_id)
             return
-        if self._coalesce and self._is_streaming_tokens:
-            # Hold tokens until a clause ends; the rest goes out when the turn completes.
-            text = self._coalescers.setdefault(context_id, TokenCoalescer()).push(text)
-            if not text:
-                return
         async for frame in self._speak(text, context_id):
             yield frame
 
@@ -686,16 +738,25 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         clock.add_text(text, boundary=True)
         await self.start_tts_usage_metrics(text)
         rate = self.sample_rate
+        record = self._records.get(context_id)
+        if record is None:  # one record per audio context (one span): its requests add up
+            record = self._records[context_id] = TurnRecord(self._provider, sample_rate=rate)
+        record.add_characters(len(text))
         try:
             async for pcm in self._provider.synthesize(text, sample_rate=rate):
                 if not pcm:
                     continue
+                record.on_audio()
                 yield TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
                 # The frame is in the audio context now; its words follow it.
                 await self._push_words(clock, clock.add_audio(len(pcm) / (2 * rate)), context_id)
             await self._push_words(clock, clock.end_segment(), context_id)
+            record.completed()
+            self._trace(context_id, record)
         except Exception as exc:
             self._clocks.pop(context_id, None)
+            record.failed(exc)
+            self._trace(context_id, record)
             if self._mark_failed(context_id):
                 await self.stop_all_metrics()
                 await self._report_failure(exc, context_id)
@@ -703,26 +764,21 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def on_turn_context_completed(self) -> None:
         context_id = self._turn_context_id
-        coalescer = self._coalescers.pop(context_id, None) if context_id else None
-        rest = coalescer.flush() if coalescer else ""
-        if (
-            context_id
-            and rest.strip()
-            and context_id not in self._failed_contexts
-            and not self._stopped
-            and self.audio_context_available(context_id)
-        ):
-            await self.tts_process_generator(context_id, self._speak(rest, context_id))
         # Every request's audio is yielded inline: Pipecat closes the turn's audio context here, even when
-        # the last token sent nothing (held by the coalescer).
+        # the last request yielded no audio (it failed).
         self._is_yielding_frames_synchronously = True
         await super().on_turn_context_completed()
         if context_id is not None:
             self._clocks.pop(context_id, None)
+            self._records.pop(context_id, None)
             if context_id in self._failed_contexts:
                 self._drop_unspoken_text(context_id)
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:
         self._clocks.pop(context_id, None)
-        self._coalescers.pop(context_id, None)
+        record = self._records.pop(context_id, None)
+        if record is not None:
+            record.cancelled()
+            self._trace(context_id, record)
+            self._end_interrupted_span(context_id)
         await super().on_audio_context_interrupted(context_id)

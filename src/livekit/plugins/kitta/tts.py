@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from livekit.agents import tokenize
+from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 
@@ -39,6 +39,7 @@ class TTS(TurnTTS):
         standby: bool = True,
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        text_pacing: tts.SentenceStreamPacer | bool = False,
         client_options: dict[str, Any] | None = None,
     ) -> None:
         """Kitta Realtime TTS v2 for LiveKit Agents.
@@ -56,6 +57,8 @@ class TTS(TurnTTS):
                 turn opens), so a turn pays no handshake (v2 carries one generation per connection).
             word_timestamps: publish estimated word timing for aligned transcripts (see docs/livekit.md).
             tokenizer: sentence tokenizer for ``stream()``; default blingfire.
+            text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
+                batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
             client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
                 ``event_timeout``, ``standby_max_age``, ``limits``...).
 
@@ -90,6 +93,7 @@ class TTS(TurnTTS):
             provider_name="Kitta",
             word_timestamps=word_timestamps,
             tokenizer=tokenizer,
+            text_pacing=text_pacing,
             logger=logger,
             secrets=(key,),
         )

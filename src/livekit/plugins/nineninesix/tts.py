@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-from livekit.agents import tokenize, utils
+from livekit.agents import tokenize, tts, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 
@@ -42,6 +42,7 @@ class TTS(TurnTTS):
         wire_sample_rate: TTSWireSampleRate | None = None,
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        text_pacing: tts.SentenceStreamPacer | bool = False,
         client_options: dict[str, Any] | None = None,
     ) -> None:
         """Nineninesix TTS for LiveKit Agents (a drop-in for ``cartesia.TTS``).
@@ -65,6 +66,8 @@ class TTS(TurnTTS):
             word_timestamps: publish estimated word timing for aligned transcripts (the API has none; see
                 docs/livekit.md for the estimate).
             tokenizer: sentence tokenizer for ``stream()``; default blingfire, as LiveKit's plugins.
+            text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
+                batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
             client_options: advanced WebSocket client settings (``connect_timeout``, ``cancel_timeout``,
                 ``receive_timeout``, ``max_idle``, ``ping_interval``, ``cancel_ack``).
 
@@ -98,6 +101,7 @@ class TTS(TurnTTS):
             provider_name="Nineninesix",
             word_timestamps=word_timestamps,
             tokenizer=tokenizer,
+            text_pacing=text_pacing,
             logger=logger,
             secrets=(key,),
         )
