@@ -1,20 +1,10 @@
 """Sans-I/O Kitta Realtime TTS v2: one :class:`KittaProtocol` per WebSocket connection, carrying at most one
-turn (one server session, one ``request_id``).
+turn (one server session, one ``request_id``); the engine's :class:`~ttsbridge.engine.TurnProtocol` contract.
 
-No sockets and no clock of its own: every input takes ``now``. Inputs: :meth:`~KittaProtocol.receive`,
-:meth:`~KittaProtocol.connection_lost`, :meth:`~KittaProtocol.connect_failed`, :meth:`~KittaProtocol.tick`.
-Commands (queue frames, never raise for a server's fault): :meth:`~KittaProtocol.open_turn` (``start`` with
-the turn's request_id, held until the connection is authenticated and any backoff has passed),
-:meth:`~KittaProtocol.send_text`, :meth:`~KittaProtocol.flush`, :meth:`~KittaProtocol.end_turn` (``stop``),
-:meth:`~KittaProtocol.cancel_turn` (close). Outputs: :meth:`~KittaProtocol.data_to_send`,
-:meth:`~KittaProtocol.events_received` (the provider-neutral events), :meth:`~KittaProtocol.next_deadline`,
-:attr:`~KittaProtocol.close_request`.
-
-Everything that decides lives here: the phase order (:data:`TRANSITIONS`), the client-side limits, audio
-order, the "server owes us something" deadline, the handshake request and its refusal, and retries: on a
-retryable failure of a turn none of whose delivered audio would be replayed, :attr:`~KittaProtocol.successor`
-is the turn's next attempt (a fresh protocol for a new connection, ``<id>.r<n>``, undelivered segments
-replayed, ``start`` held for the backoff counted from the failure).
+Everything that decides lives here (clock passed in): the phase table (:mod:`.states`), the limits and audio
+order (:mod:`.segments`), server events (:mod:`.receiving`), the handshake (:mod:`.handshake`), held starts
+and the "server owes us something" deadline (:meth:`~KittaProtocol.tick`), and retries (:mod:`.retry`): on a
+retryable failure :attr:`~KittaProtocol.successor` is the turn's next attempt on a new connection.
 """
 
 from __future__ import annotations
@@ -28,12 +18,7 @@ from ttsbridge.engine.protocol import TurnProtocol
 from ttsbridge.errors import TTSBridgeError, TTSTimeoutError
 from ttsbridge.kitta import retry
 from ttsbridge.kitta.handshake import KittaHandshake
-from ttsbridge.kitta.models import (
-    AuthEvent,
-    KittaLimits,
-    StartEvent,
-    StartRequest,
-)
+from ttsbridge.kitta.models import AuthEvent, KittaLimits, StartEvent, StartRequest
 from ttsbridge.kitta.receiving import ServerEvents
 from ttsbridge.kitta.retry import Outcome, TurnFacts
 from ttsbridge.kitta.segments import AudioOrder, Segment, SegmentStatus, TextQueue
@@ -50,23 +35,13 @@ from ttsbridge.kitta.wire import (
     split_text,
 )
 
+# fmt: off
 __all__ = [
-    "RETRYABLE_CLOSE_CODES",
-    "TRANSITIONS",
-    "KittaConnectionClosed",
-    "KittaLimitError",
-    "KittaProtocol",
-    "KittaProtocolError",
-    "Outcome",
-    "Segment",
-    "SegmentStatus",
-    "State",
-    "TurnFacts",
-    "decode",
-    "encode",
-    "error_from_event",
+    "RETRYABLE_CLOSE_CODES", "KittaConnectionClosed", "KittaLimitError", "KittaProtocol", "KittaProtocolError",
+    "Outcome", "Segment", "SegmentStatus", "State", "TurnFacts", "decode", "encode", "error_from_event",
     "split_text",
 ]
+# fmt: on
 
 logger = logging.getLogger("ttsbridge.kitta")
 

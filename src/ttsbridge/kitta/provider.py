@@ -234,7 +234,9 @@ class KittaTurnProvider(TurnProvider):
         return self._options.with_overrides(**overrides)
 
     def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
-        options = self._turn_options(overrides)  # the wire rate is the server's: known once a session is ready
+        options = self._turn_options(
+            overrides
+        )  # the wire rate is the server's: known once a session is ready
         return {"model": options.model, "voice": options.voice_id, "wire_format": options.format}
 
     def update_options(self, **options: Any) -> None:
