@@ -212,8 +212,8 @@ class Connection:
                     await self._write_quietly()
                 if proto.closed:
                     self._start_close()
-                else:
-                    self._arm()
+                elif self._timer is None:
+                    self._arm()  # an armed timer re-arms itself when it fires: no deadline scan per frame
         except ConnectionClosed as exc:
             code, reason = _close_info(exc)
         except Exception as exc:  # a bug must not leave turns hanging

@@ -327,12 +327,13 @@ class NineninesixProtocol(TurnProtocol):
         return facts
 
     def _on_chunk(self, context_id: str | None, b64: object, now: float) -> None:
-        facts = self._live(context_id, now)
-        if facts is None:
-            return
-        if facts.state not in _LIVE:  # in-flight audio of a context being cancelled: dropped
+        facts = self.contexts.get(context_id) if context_id else None  # the hot path: no helper calls
+        if facts is None or facts.state not in _LIVE:  # unknown, or in-flight audio of a cancelled one
+            if facts is not None:
+                facts.last_heard = now
             self.dropped_frames += 1
             return
+        facts.last_heard = now
         try:
             data = chunk_audio(b64)
         except NineninesixProtocolError as err:
@@ -343,7 +344,7 @@ class NineninesixProtocol(TurnProtocol):
         pcm, facts.carry = wire_to_pcm16(data, self._encoding, facts.carry)
         if pcm:
             facts.audio_bytes += len(pcm)
-            self._emit(AudioReceived(facts.context_id, pcm))
+            self._events.append(AudioReceived(facts.context_id, pcm))
 
     def _on_done(self, msg: DoneMessage, now: float) -> None:
         facts = self._live(msg.context_id, now)

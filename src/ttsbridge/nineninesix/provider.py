@@ -59,7 +59,7 @@ class NineninesixTurn(Turn):
         self._closed_error: TTSBridgeError | None = None
         self._cancelled = False  # the caller cancelled the turn (whichever context it is on)
         self._done = False  # the iteration is over (or the turn was cancelled)
-        self._error: TTSBridgeError | None = None  # what iteration raised: the turn failed
+        self._retry_error: TTSBridgeError | None = None  # a retry that could not be made (no context has it)
 
     def __repr__(self) -> str:
         return f"NineninesixTurn(id={self.id!r}, rate={self.sample_rate}, done={self._done})"
@@ -105,7 +105,7 @@ class NineninesixTurn(Turn):
 
     @property
     def outcome(self) -> TurnOutcome | None:
-        if self._error is not None:
+        if self.error is not None:
             return "failed"
         if self._cancelled:
             return "cancelled"
@@ -113,7 +113,11 @@ class NineninesixTurn(Turn):
 
     @property
     def error(self) -> TTSBridgeError | None:
-        return self._error
+        """What the iteration raised: the current context's error (the protocol's record), or the error of a
+        retry that could not be made. None while the turn runs, and for a completed or cancelled turn."""
+        if not self._done or self._cancelled or self._ctx is None:
+            return None
+        return self._retry_error or self._facts.error
 
     @property
     def wire_format(self) -> str:
@@ -213,16 +217,14 @@ class NineninesixTurn(Turn):
                     failure = exc
                 try:
                     await self._retry(failure)
-                except TTSBridgeError:
+                except TTSBridgeError as exc:
                     if self._cancelled:  # e.g. a replayed send refused because cancel() just ran
                         return
                     self._done = True
+                    self._retry_error = exc
                     raise
                 if self._cancelled:
                     return
-        except TTSBridgeError as exc:
-            self._error = exc
-            raise
         finally:
             if not self._done and not self._cancelled:
                 # The consumer left early (break, or its task was cancelled): nobody will read this turn.
