@@ -1,20 +1,26 @@
 """ttsbridge: streaming TTS (Nineninesix, Kitta) for Pipecat and LiveKit Agents."""
 
 from ttsbridge.errors import (
+    ErrorCategory,
     TTSAPIError,
     TTSBridgeError,
     TTSConnectionError,
     TTSInvalidOptionError,
     TTSTimeoutError,
+    Verdict,
+    verdict_of,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ErrorCategory",
     "TTSAPIError",
     "TTSBridgeError",
     "TTSConnectionError",
     "TTSInvalidOptionError",
     "TTSTimeoutError",
+    "Verdict",
     "__version__",
+    "verdict_of",
 ]

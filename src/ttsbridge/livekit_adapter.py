@@ -48,11 +48,12 @@ from livekit.agents.utils import is_given
 
 from ttsbridge._redact import redact
 from ttsbridge.errors import (
+    ErrorCategory,
     TTSAPIError,
     TTSBridgeError,
-    TTSConnectionError,
     TTSInvalidOptionError,
     TTSTimeoutError,
+    verdict_of,
 )
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
@@ -74,17 +75,20 @@ _default_logger = logging.getLogger("ttsbridge.livekit")
 
 
 def to_api_error(exc: BaseException, *, audio_pushed: bool, secrets: tuple[str, ...] = ()) -> APIError:
-    """Map a ttsbridge (or timeout) error onto LiveKit's API errors.
+    """Translate the verdict of a ttsbridge (or transport) error into LiveKit's API errors.
 
-    ``retryable`` follows the provider error, but is ``False`` once audio reached the emitter: LiveKit's retry
-    would replay the whole turn and the user would hear it twice.
+    A server error becomes ``APIStatusError``, a ``TIMEOUT`` ``APITimeoutError``, a ``CONNECTIVITY``
+    ``APIConnectionError``, anything else ``APIError``. ``retryable`` follows the verdict, but is ``False``
+    once audio reached the emitter: LiveKit's retry would replay the whole turn and the user would hear it
+    twice.
     """
-    message = redact(str(exc) or type(exc).__name__, secrets)
-    retryable = bool(getattr(exc, "retryable", True)) and not audio_pushed
     if isinstance(exc, APIError):
         if audio_pushed and exc.retryable:
             exc.retryable = False
         return exc
+    verdict = verdict_of(exc)
+    message = redact(str(exc) or type(exc).__name__, secrets)
+    retryable = verdict.retryable and not audio_pushed
     if isinstance(exc, TTSAPIError):
         body = {
             "provider": exc.provider,
@@ -101,23 +105,22 @@ def to_api_error(exc: BaseException, *, audio_pushed: bool, secrets: tuple[str, 
             body={k: v for k, v in body.items() if v is not None},
             retryable=retryable,
         )
-    if isinstance(exc, (TTSTimeoutError, asyncio.TimeoutError, TimeoutError)):
-        return APITimeoutError(
-            message if isinstance(exc, TTSTimeoutError) else "Request timed out.", retryable=retryable
-        )
-    if isinstance(exc, TTSConnectionError):
+    ours = isinstance(exc, TTSBridgeError)
+    if verdict.category is ErrorCategory.TIMEOUT:
+        return APITimeoutError(message if ours else "Request timed out.", retryable=retryable)
+    if not ours:
+        message = f"{type(exc).__name__}: {message}"
+    if verdict.category is ErrorCategory.CONNECTIVITY:
         return APIConnectionError(message, retryable=retryable)
-    if isinstance(exc, TTSInvalidOptionError):
-        return APIError(message, retryable=False)
-    if isinstance(exc, TTSBridgeError):
-        return APIError(message, retryable=retryable)
-    if isinstance(exc, OSError):
-        return APIConnectionError(f"{type(exc).__name__}: {message}", retryable=retryable)
-    return APIError(f"{type(exc).__name__}: {message}", retryable=False)
+    return APIError(message, retryable=retryable)
 
 
 # ----------------------------------------------------------------------------------------------------
 # estimated word timing (the estimator is ttsbridge.policy.words)
+
+
+#: Bound on one pushed buffer made of chunks already queued when the first was read (never waits).
+_COALESCE_S = 0.1
 
 
 def _push_timed_words(output_emitter: tts.AudioEmitter, words: list[TimedWord]) -> None:
@@ -469,17 +472,29 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
             opened = await turn_fut
             if opened is None:
                 return
-            rate = float(opened.sample_rate or owner.sample_rate)
+            rate = opened.sample_rate or owner.sample_rate
+            bytes_per_s = 2.0 * rate
+            limit = max(2, int(_COALESCE_S * rate) * 2)
+            take_ready = getattr(opened, "take_ready", None)  # every chunk already queued, never waits
+            push, on_audio = output_emitter.push, watchdog.on_audio
+            add_audio = timer.add_audio if timer is not None else None
             async for pcm in opened:
                 if not pcm:
                     continue
-                output_emitter.push(pcm)
-                state["audio"] = True
+                if take_ready is not None and len(pcm) < limit:
+                    more = take_ready(limit - len(pcm))
+                    if more:
+                        pcm += more
+                push(pcm)
+                if not state["audio"]:
+                    state["audio"] = True
                 if record is not None:
                     record.on_audio()
-                watchdog.on_audio()
-                if timer is not None:
-                    _emit_words(timer.add_audio(len(pcm) / 2 / rate))
+                on_audio()
+                if add_audio is not None:
+                    words = add_audio(len(pcm) / bytes_per_s)
+                    if words:
+                        _emit_words(words)
             if timer is not None and opened.done and not state["cancelled"]:  # completed, not cut short
                 _emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
 
@@ -596,7 +611,9 @@ class TurnChunkedStream(tts.ChunkedStream):
                 audio_pushed = True
                 record.on_audio()
                 if timer is not None:
-                    _push_timed_words(output_emitter, timer.add_audio(len(pcm) / 2 / owner.sample_rate))
+                    words = timer.add_audio(len(pcm) / 2 / owner.sample_rate)
+                    if words:
+                        _push_timed_words(output_emitter, words)
             if timer is not None:
                 _push_timed_words(output_emitter, timer.end_segment())
             output_emitter.flush()

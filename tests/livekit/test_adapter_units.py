@@ -103,3 +103,17 @@ def test_connection_error_text_is_redacted() -> None:
     err = to_api_error(exc, audio_pushed=False, secrets=(KEY,))
     assert isinstance(err, APIConnectionError)
     assert KEY not in str(err) and KEY not in repr(err)
+
+
+def test_error_type_follows_the_carried_category() -> None:
+    from ttsbridge.errors import ErrorCategory
+
+    timed_out = to_api_error(
+        TTSBridgeError("x", category=ErrorCategory.TIMEOUT, retryable=True), audio_pushed=False
+    )
+    assert type(timed_out) is APITimeoutError and timed_out.retryable is True
+    lost = to_api_error(TTSBridgeError("x", category=ErrorCategory.CONNECTIVITY), audio_pushed=False)
+    assert type(lost) is APIConnectionError and lost.retryable is False
+    # fatal is Pipecat's concern; LiveKit's retry follows retryable only
+    fatal = TTSAPIError("x", provider="p", error_code="generation_failed", retryable=True, fatal=True)
+    assert to_api_error(fatal, audio_pushed=False).retryable is True

@@ -6,7 +6,7 @@ import pytest
 from pipecat.utils.errors import ErrorCategory
 
 from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
-from ttsbridge.pipecat._errors import classify
+from ttsbridge.pipecat._errors import ErrorVerdict, classify
 
 # --- errors ----------------------------------------------------------------------------------------------------
 
@@ -56,3 +56,18 @@ def test_transport_errors_are_not_fatal() -> None:
         assert verdict.category is ErrorCategory.CONNECTIVITY and not verdict.fatal
     assert classify(RuntimeError("?")).fatal is False
     assert classify(TTSInvalidOptionError("voice", "", "a voice id")).fatal is True
+
+
+def test_classify_only_translates_the_carried_verdict() -> None:
+    from ttsbridge.errors import ErrorCategory as Category
+    from ttsbridge.pipecat._errors import PIPECAT_CATEGORY
+
+    assert set(PIPECAT_CATEGORY) == set(Category)
+    assert PIPECAT_CATEGORY[Category.TIMEOUT] is ErrorCategory.CONNECTIVITY  # Pipecat has no TIMEOUT
+    # a provider's explicit verdict is what Pipecat hears, not a second opinion
+    explicit = TTSAPIError("x", provider="p", error_code="generation_failed", status_code=500, fatal=True)
+    assert classify(explicit) == ErrorVerdict(ErrorCategory.SERVER, True)
+    relabelled = TTSAPIError(
+        "x", provider="p", error_code="voice_not_found", category=Category.RATE_LIMIT, fatal=False
+    )
+    assert classify(relabelled) == ErrorVerdict(ErrorCategory.RATE_LIMIT, False)

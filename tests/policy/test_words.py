@@ -301,3 +301,36 @@ def test_mixed_scripts_concatenate_back_and_never_run_ahead_of_the_audio(
 def test_release_mode_is_checked() -> None:
     with pytest.raises(ValueError, match="release must be 'start' or 'end'"):
         WordClock(release="middle")  # type: ignore[arg-type]
+
+
+class _AlwaysChecking(WordClock):
+    """The reference: the full due check on every chunk (no skipping while nothing can be due)."""
+
+    def add_audio(self, seconds: float) -> list[TimedWord]:
+        self._quiet_until = 0.0
+        return super().add_audio(seconds)
+
+
+_STEP = st.one_of(
+    st.tuples(
+        st.just("text"), st.sampled_from(["Hello ", "there, ", "wor", "ld. ", "用Python写", "  ", "ok"])
+    ),
+    st.tuples(st.just("audio"), st.floats(min_value=0.0, max_value=0.5)),
+    st.tuples(st.just("end"), st.just(0.0)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_STEP, max_size=40), st.sampled_from(["start", "end"]))
+def test_skipping_quiet_chunks_releases_exactly_what_the_full_check_does(steps, release) -> None:
+    fast, ref = WordClock(SpeechRate(), release=release), _AlwaysChecking(SpeechRate(), release=release)
+    for kind, value in steps:
+        if kind == "text":
+            fast.add_text(value)
+            ref.add_text(value)
+        elif kind == "audio":
+            assert fast.add_audio(value) == ref.add_audio(value)
+            assert fast.rate == ref.rate
+        else:
+            assert fast.end_segment() == ref.end_segment()
+    assert fast.end_segment() == ref.end_segment()

@@ -301,16 +301,22 @@ class KittaTurnProvider(TurnProvider):
                 )
                 await self._sleep(delay)
                 continue
-            if session is not None and session.expired():
+            if session is None:
+                try:
+                    session = await self._pool.prefill(_STANDBY)
+                except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
+                    log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
+                    return
+            if not session.authenticated.is_set():
+                # Still connecting: its age starts to count once it is warm (a slow handshake under load
+                # must not be retired before it ever served); the connect and auth timeouts bound the wait.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(session.authenticated.wait(), self._auth_bound())  # set on end too
+                continue
+            failures = 0
+            if session.expired():
                 self._retire_standby("max age")
                 continue
-            try:
-                session = session or await self._pool.prefill(_STANDBY)
-            except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
-                log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
-                return
-            if session.authenticated.is_set():
-                failures = 0
             # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
             await self._sleep(self.standby_max_age - session.age)
 
@@ -337,7 +343,7 @@ class KittaTurnProvider(TurnProvider):
             self._pool.discard(_STANDBY, session)
             self._kick()
             return None
-        if session.expired():
+        if session.age >= self.standby_max_age:
             self._retire_standby("max age")
             return None
         self._pool.discard(_STANDBY, session)
@@ -356,7 +362,10 @@ class KittaTurnProvider(TurnProvider):
             self._pool.discard(_STANDBY, session)
         session = await self._pool.prefill(_STANDBY)
         self._ensure_standby_loop()
-        await session.wait_authenticated(self._client.connect_timeout + self._client.event_timeout)
+        await session.wait_authenticated(self._auth_bound())
+
+    def _auth_bound(self) -> float:
+        return self._client.connect_timeout + self._client.event_timeout
 
     # ----------------------------------------------------------------------------------------------- turns
 

@@ -95,8 +95,9 @@ class KittaSession:
         return self.alive and self.proto.deferred
 
     def expired(self) -> bool:
-        """For the engine's pool: older than :attr:`max_age`."""
-        return self.max_age is not None and self.age >= self.max_age
+        """For the engine's pool: warm (authenticated) and older than :attr:`max_age`. A connection still
+        connecting is not retired by age: under load it would be closed before it ever served."""
+        return self.max_age is not None and self.authenticated.is_set() and self.age >= self.max_age
 
     @property
     def error(self) -> TTSBridgeError | None:

@@ -49,7 +49,7 @@ class ErrorEffect:
     status_code: int
     closes_socket: bool
     retryable: bool
-    #: True when the same request will fail again until the user changes something (key, credits, options)
+    #: True when retrying the same configuration can never succeed (key, voice, model, format; not credits)
     fatal: bool
     description: str
     #: The server dropped the context and nothing else: the turn may be replayed on a fresh context_id
@@ -60,7 +60,7 @@ class ErrorEffect:
 ERROR_CATALOG: dict[str, ErrorEffect] = {
     "unknown_model": ErrorEffect(400, True, False, True, "unknown model_id"),
     "concurrent_limit": ErrorEffect(429, False, True, False, "too many concurrent contexts", True),
-    "insufficient_credits": ErrorEffect(402, True, False, True, "out of credits"),
+    "insufficient_credits": ErrorEffect(402, True, False, False, "out of credits"),  # can be topped up
     "voice_not_found": ErrorEffect(404, True, False, True, "unknown voice id"),
     "unsupported_container": ErrorEffect(400, True, False, True, "output_format.container not supported"),
     "unsupported_encoding": ErrorEffect(400, True, False, True, "output_format.encoding not supported"),
@@ -96,6 +96,7 @@ def api_error(msg: ErrorMessage) -> TTSAPIError:
         status_code=msg.status_code if msg.status_code is not None else eff.status_code,
         retryable=eff.retryable,
         closes_connection=eff.closes_socket,
+        fatal=eff.fatal if msg.error_code in ERROR_CATALOG else None,  # unknown codes: the errors table
         request_id=msg.request_id,
         context_id=msg.context_id,
         title=msg.title,

@@ -29,7 +29,7 @@ import asyncio
 import inspect
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -317,6 +317,10 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     #: How long an open turn (not yet ended) may go without text or audio before its audio context is left to
     #: Pipecat's idle timeout (the LLM has stalled; the next sentence reopens the context).
     open_turn_idle_s: ClassVar[float] = 10.0
+    #: Bound on one audio frame made of chunks that were already queued when the first of them was read
+    #: (never waits for audio: a chunk that is alone goes out alone). Used when the turn offers
+    #: ``take_ready(max_bytes) -> bytes`` (see :meth:`_read_turn`).
+    coalesce_audio_s: ClassVar[float] = 0.1
 
     def __init__(
         self,
@@ -337,6 +341,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         self._coalesce_at_aggregation(self.coalesce_tokens if coalesce_tokens is None else coalesce_tokens)
         self._turns: dict[str, _TurnState] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._refresher: asyncio.Task[None] | None = None
         self._sync_provider_options()
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -444,6 +449,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
             state.touch()
             self._turns[context_id] = state
             state.reader = self.create_task(self._read_turn(state), name=f"turn-{context_id[:8]}")
+            self._ensure_refresher()
         # Word timing learns of the text before any of its audio can arrive.
         state.clock.add_text(text, boundary=not self._is_streaming_tokens)
         state.touch()
@@ -457,18 +463,13 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         yield None
 
     async def _open_turn(self) -> Turn:
-        """Open a provider turn; if the opening is cancelled (barge-in), the turn it yields is cancelled."""
-        task = asyncio.ensure_future(self._provider.open_turn(sample_rate=self.sample_rate))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
+        """Open a provider turn, awaited in this task: no task and no loop hop on the way out.
 
-            def _cancel_orphan(t: asyncio.Future[Turn]) -> None:
-                if not t.cancelled() and t.exception() is None:
-                    self._spawn(self._cancel_turn_quietly(t.result()))
-
-            task.add_done_callback(_cancel_orphan)
-            raise
+        A cancelled opening (barge-in) yields no turn, so there is none to cancel: ``open_turn`` is
+        cancellation-safe (every provider creates its :class:`Turn` after its last await and leaves nothing
+        half-open when an await is cancelled: a cancelled connect is closed, never pooled).
+        """
+        return await self._provider.open_turn(sample_rate=self.sample_rate)
 
     async def flush_audio(self, context_id: str | None = None) -> None:
         """End of the LLM turn (or of a ``TTSSpeakFrame``): no more text for that turn."""
@@ -516,27 +517,43 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
     # -- audio --------------------------------------------------------------------------------------------
 
     async def _read_turn(self, state: _TurnState) -> None:
-        """Push the turn's audio (and the words it carries) into its audio context until the turn is done."""
+        """Push the turn's audio (and the words it carries) into its audio context until the turn is done.
+
+        The reader only iterates: keeping the context from Pipecat's idle timeout while audio is due is
+        :meth:`_refresh_contexts`' job (one task per service, not one per chunk). Chunks that are already
+        queued behind the one just read go out with it as one frame (see :attr:`coalesce_audio_s`).
+        """
         context_id = state.context_id
         rate = self.sample_rate
+        clock = state.clock
+        bytes_per_s = 2.0 * rate
+        take_ready = getattr(state.turn, "take_ready", None)
+        limit = max(2, int(self.coalesce_audio_s * rate) * 2)
+        append = self.append_to_audio_context
         try:
-            async for pcm in self._audio_with_refresh(state):
+            async for pcm in state.turn:
                 if state.cancelled:
                     return
+                if not pcm:
+                    continue
+                if take_ready is not None and len(pcm) < limit:
+                    more = take_ready(limit - len(pcm))
+                    if more:
+                        pcm += more
                 state.touch()
                 if state.record is not None:
                     state.record.on_audio()
-                await self.append_to_audio_context(
-                    context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
-                )
-                await self._push_words(state.clock, state.clock.add_audio(len(pcm) / (2 * rate)), context_id)
+                await append(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
+                words = clock.add_audio(len(pcm) / bytes_per_s)
+                if words:
+                    await self._push_words(clock, words, context_id)
             if state.cancelled:
                 return
             # done: the rest of the words, timed by the real duration; then the stop frame.
-            await self._push_words(state.clock, state.clock.end_segment(), context_id)
+            await self._push_words(clock, clock.end_segment(), context_id)
             self._trace(context_id, state.record)  # before the stop frame, which ends the span
             if self.audio_context_available(context_id):
-                await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))
+                await append(context_id, TTSStoppedFrame(context_id=context_id))
                 await self.remove_audio_context(context_id)
         except asyncio.CancelledError:
             raise
@@ -547,34 +564,28 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
             if self._turns.get(context_id) is state:
                 del self._turns[context_id]
 
-    async def _audio_with_refresh(self, state: _TurnState) -> AsyncIterator[bytes]:
-        """The turn's audio; while waiting for due audio, keep the audio context from timing out.
+    def _ensure_refresher(self) -> None:
+        """Start the service's audio-context refresher unless it runs (it stops once no turn is open)."""
+        if self._refresher is None or self._refresher.done():
+            self._refresher = self._spawn(self._refresh_contexts())
 
-        Pipecat ends an audio context after 3 s without items and drops audio that arrives later for a turn
-        that has ended. Audio is due once the turn has ended (the provider bounds that wait), or while text
-        was sent recently.
+    async def _refresh_contexts(self) -> None:
+        """Every interval, keep the audio context of each open turn whose audio is due from timing out.
+
+        Pipecat ends an audio context after ``stop_frame_timeout_s`` (3 s) without items and drops audio
+        that arrives later for a turn that has ended. Audio is due once the turn has ended (the provider
+        bounds that wait), or while text was sent (or audio received) recently; a turn whose LLM went quiet
+        for :attr:`open_turn_idle_s` is left to the timeout. A refresh while audio flows is a no-op for
+        Pipecat (a keepalive item skipped by its reader), so no per-chunk bookkeeping is needed.
         """
-        iterator = state.turn.__aiter__()
-        interval = min(self.context_refresh_interval_s, max(0.1, self._stop_frame_timeout_s / 3))
-        while True:
-            pending = asyncio.ensure_future(iterator.__anext__())
-            try:
-                while True:
-                    done, _ = await asyncio.wait({pending}, timeout=interval)
-                    if done:
-                        break
-                    idle = time.monotonic() - state.last_activity
-                    if state.ended or idle < self.open_turn_idle_s:
-                        self._refresh_audio_context(state.context_id)
-            except asyncio.CancelledError:
-                pending.cancel()
-                raise
-            try:
-                pcm = pending.result()
-            except StopAsyncIteration:
-                return
-            if pcm:
-                yield pcm
+        while self._turns:
+            await asyncio.sleep(
+                min(self.context_refresh_interval_s, max(0.1, self._stop_frame_timeout_s / 3))
+            )
+            now = time.monotonic()
+            for state in list(self._turns.values()):
+                if state.ended or now - state.last_activity < self.open_turn_idle_s:
+                    self._refresh_audio_context(state.context_id)
 
     async def on_audio_context_completed(self, context_id: str) -> None:
         state = self._turns.get(context_id)
@@ -628,10 +639,11 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         except Exception as exc:  # Turn.cancel() should never raise; never let it break the pipeline.
             logger.warning(f"{self} cancelling turn {getattr(turn, 'id', '?')}: {self._redact(exc)}")
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = self.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     # -- failures -----------------------------------------------------------------------------------------
 

@@ -40,6 +40,8 @@ never decrease; with ``release="end"`` a unit never starts before the previous o
 
 from __future__ import annotations
 
+import functools
+import math
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
@@ -138,8 +140,9 @@ _SPLIT_RANGES = (
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def _classify(ch: str) -> tuple[int, int]:
-    """(kind, weight) of one character."""
+    """(kind, weight) of one character (cached: text is classified a character at a time)."""
     if ch.isspace():
         return _SPACE, 0
     cat = unicodedata.category(ch)
@@ -197,6 +200,9 @@ class WordClock:
         self._last_start = 0.0
         self._last_end = 0.0
         self._weight_done = 0  # weight of the ended segments since the time base
+        # Audio (s, in the segment) below which add_audio has nothing to do: the next unit is not due and
+        # the rate cap is not reached. 0 forces the full check (after any change of text, rate, segment).
+        self._quiet_until = 0.0
         #: True once text of a script without spaces was added (CJK, Thai...).
         self.unspaced = False
         #: The measured rate of the last ended segment (None when it had no text or no audio).
@@ -237,6 +243,7 @@ class WordClock:
             self._feed(ch)
         if boundary:
             self._close_pending()
+        self._quiet_until = 0.0
 
     def _feed(self, ch: str) -> None:
         kind, weight = _classify(ch)
@@ -283,10 +290,16 @@ class WordClock:
     # -- audio
 
     def add_audio(self, seconds: float) -> list[TimedWord]:
-        """Audio of ``seconds`` was received; return the units now due (see ``release``)."""
+        """Audio of ``seconds`` was received; return the units now due (see ``release``).
+
+        Cheap per chunk: until the audio reaches the next unit's release time (or the rate cap), nothing
+        is computed; the full check runs only when something may be due.
+        """
         seg = self._seg
         if seconds > 0.0:
             seg.audio_s += seconds
+        if seg.audio_s + _EPS < self._quiet_until:
+            return []
         weight = self._segment_weight()
         if weight > 0 and weight / self._cps < seg.audio_s:
             # More audio than the estimate allows for all text sent so far: the voice is slower than assumed.
@@ -301,7 +314,25 @@ class WordClock:
             elif end > seg.audio_s + _EPS or (seg.next == len(seg.units) - 1 and seg.pending is None):
                 break  # not within the audio yet, or the last unit sent so far
             out.append(self._emit(unit, start, min(end, seg.audio_s)))
+        self._quiet_until = self._next_due(weight)
         return out
+
+    def _next_due(self, weight: int) -> float:
+        """The segment's audio time from which :meth:`add_audio` may have work: the next unit's release
+        time or the rate cap (audio beyond all text sent), whichever comes first (inf: neither)."""
+        seg = self._seg
+        cps = self._cps
+        cap = weight / cps if weight > 0 else math.inf
+        if seg.next >= len(seg.units):
+            return cap
+        unit = seg.units[seg.next]
+        if self._release == "start":
+            due = unit.offset / cps
+        elif seg.next == len(seg.units) - 1 and seg.pending is None:
+            due = math.inf  # held until more text arrives (add_text resets the bound)
+        else:
+            due = (unit.offset + unit.weight) / cps
+        return min(cap, due)
 
     def end_segment(self) -> list[TimedWord]:
         """The segment's audio is complete: release every unit still held, by its exact share of the weight
@@ -321,6 +352,7 @@ class WordClock:
         self._offset_s += duration
         self._seg = _Segment()
         self._cps = self._rate.chars_per_second
+        self._quiet_until = 0.0
         return out
 
     def restart(self) -> None:
@@ -332,6 +364,7 @@ class WordClock:
         self._last_start = self._last_end = 0.0
         self._weight_done = 0
         self._cps = self._rate.chars_per_second
+        self._quiet_until = 0.0
 
     def _emit(self, unit: _Unit, start: float, end: float) -> TimedWord:
         self._seg.next += 1
