@@ -152,3 +152,18 @@ async def test_a_protocol_error_fails_the_turn_at_once_while_the_server_keeps_se
         await asyncio.wait_for(server.closed.wait(), close_timeout + 4)
         await poll(lambda: not client._sessions, close_timeout + 4)
         await gen.aclose()
+
+
+async def test_a_protocol_error_closes_the_socket_with_1002() -> None:
+    """RFC 6455: 1002 is the close code for a protocol error; the engine sends the code the protocol chose."""
+    seen: list[ServerConnection] = []
+
+    async def script(ws: ServerConnection, rid: str) -> None:
+        seen.append(ws)
+        await send(ws, {"event": "audio", "request_id": rid, "seq": 0, "audio": "not bytes"})
+
+    async with loopback(script) as server, client_for(server) as client:
+        with pytest.raises(KittaProtocolError):
+            await run_generation(client)
+        await poll(lambda: bool(seen) and seen[0].protocol.close_rcvd is not None, WAIT)
+        assert seen[0].protocol.close_rcvd is not None and seen[0].protocol.close_rcvd.code == 1002

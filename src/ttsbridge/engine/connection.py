@@ -283,7 +283,8 @@ class Connection:
         assert self.ws is not None
         with contextlib.suppress(Exception):
             # bounded by close_timeout: websockets aborts the transport when the handshake does not complete
-            await self.ws.close()
+            code, reason = self.protocol.close_frame()
+            await self.ws.close(code, reason)
 
     async def close(self) -> None:
         """Fail what is live ("closed by the client"), close the socket (bounded), end the reader (bounded)."""

@@ -108,6 +108,11 @@ class TurnProtocol(abc.ABC):
         that reads the response headers (Kitta: ``Retry-After``) overrides this."""
         return self.handshake_failed(status, body)
 
+    def close_frame(self) -> tuple[int, str]:
+        """The close code and reason our side sends when it closes the socket: 1000 by default; a provider
+        whose protocol decided another (Kitta: 1002 after a protocol error) overrides this."""
+        return (1000, "")
+
     def connect_failed(self, kind: str, detail: str, timeout: float) -> TTSBridgeError:
         """The typed error for a connect that failed before any HTTP status: ``kind`` is ``"timeout"`` (after
         ``timeout`` seconds), ``"invalid_uri"``, ``"invalid_handshake"`` or ``"network"``; ``detail`` is

@@ -264,6 +264,10 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         if turn_id == self.turn_id and facts is not None and facts.outcome is not Outcome.CANCELLED:
             facts.outcome, facts.error = Outcome.CANCELLED, None
 
+    def close_frame(self) -> tuple[int, str]:
+        """1002 after a protocol error of the server's, 1000 with the reason otherwise."""
+        return self.close_request or (1000, "")
+
     def close(self, reason: str = "closed") -> None:
         """The client closes the connection (retire a standby, shut down): a turn on it ends cancelled."""
         if self.turn_id is not None:
