@@ -7,7 +7,6 @@ from typing import get_args
 from livekit.plugins import kitta, nineninesix
 from livekit.plugins.kitta import models as kitta_models
 from livekit.plugins.nineninesix import models as nns_models
-
 from ttsbridge.kitta import models as kitta_provider
 from ttsbridge.nineninesix import models as nns_provider
 

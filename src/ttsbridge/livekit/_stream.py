@@ -16,6 +16,7 @@ from livekit.agents import APIConnectOptions, tokenize, tts, utils
 from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._waits import Watchdog, supervise, within
 from ttsbridge.livekit._words import push_timed_words
+from ttsbridge.policy.chunks import with_ready
 from ttsbridge.policy.words import TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
@@ -190,16 +191,11 @@ class _Attempt:
             return
         rate = opened.sample_rate or self.owner.sample_rate
         bytes_per_s = 2.0 * rate
-        limit = max(2, int(_COALESCE_S * rate) * 2)
-        take_ready = getattr(opened, "take_ready", None)  # every chunk already queued, never waits
         push, on_audio, timer = self.emitter.push, self.watchdog.on_audio, self.timer
         async for pcm in opened:
             if not pcm:
                 continue
-            if take_ready is not None and len(pcm) < limit:
-                more = take_ready(limit - len(pcm))
-                if more:
-                    pcm += more
+            pcm = with_ready(opened, pcm, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued
             push(pcm)
             self.audio = True
             if self.record is not None:
