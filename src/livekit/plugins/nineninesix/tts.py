@@ -26,6 +26,14 @@ ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
 
 
+def _job_http_session() -> aiohttp.ClientSession | None:
+    """The job's shared aiohttp session, or None outside a job (the provider opens and closes its own)."""
+    try:
+        return utils.http_context.http_session()
+    except RuntimeError:
+        return None
+
+
 class TTS(PluginTTS):
     label = "nineninesix.TTS"
     provider_name = "Nineninesix"
@@ -87,16 +95,11 @@ class TTS(PluginTTS):
             encoding=encoding,
             sample_rate=wire_sample_rate,
         )
-        if http_session is None:
-            try:
-                http_session = utils.http_context.http_session()
-            except RuntimeError:
-                http_session = None  # outside a job: the provider opens (and closes) its own
         provider = NineninesixTurnProvider(
             key,
             base_url=base_url,
             options=options,
-            http_session=http_session,
+            http_session=http_session or _job_http_session(),
             **(client_options or {}),
         )
         super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
