@@ -84,6 +84,6 @@ class PluginTTS(TurnTTS):
         changes = {
             self._field(name): value
             for name, value in arguments.items()
-            if name != "self" and is_given(value)
+            if name != "self" and not name.startswith("__") and is_given(value)
         }
         self._apply_option_changes(changes, voice_field=self._field("voice"))
