@@ -4,7 +4,9 @@
 state: its reader feeds every frame to ``protocol.receive``, dispatches ``protocol.events_received()`` (turn
 events to the sink attached for that turn, the rest to the connection-level ``on_event`` callback) and writes
 ``protocol.data_to_send()``. One timer follows ``protocol.next_deadline()`` and calls ``protocol.tick``.
-Closing is bounded: the reader keeps draining until the close handshake completes (so the server's close
+Connections are made without permessage-deflate (``compression=None``): the frames are base64 audio or
+MessagePack, which compress poorly, and the extension cost a few % of the client's CPU and ~150 KiB of heap
+per pooled connection (docs/benchmarks.md). Closing is bounded: the reader keeps draining until the close handshake completes (so the server's close
 reply, queued behind frames it was still sending, is seen), and websockets aborts the transport after
 ``close_timeout``.
 
@@ -120,6 +122,7 @@ class Connection:
                     additional_headers=list(req.headers) or None,
                     subprotocols=[Subprotocol(s) for s in req.subprotocols] or None,
                     user_agent_header=USER_AGENT,
+                    compression=None,  # no permessage-deflate: see docs/nineninesix.md, docs/kitta.md
                     open_timeout=None,
                     close_timeout=self.close_timeout,
                     max_size=self.max_size,
