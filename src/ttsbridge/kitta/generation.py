@@ -257,6 +257,16 @@ class KittaGeneration:
 
     # ----------------------------------------------------------------------------------------------- audio
 
+    def take_ready(self, max_bytes: int) -> bytes:
+        """The wire PCM of the whole audio chunks already received and not yet yielded, at most ``max_bytes``,
+        in order (``TurnStream.take_ready``); ``b""`` once cancelled or after the iteration ended. Never waits,
+        never raises, never consumes the end, an error or a retry boundary (the chunks are at the rate of the
+        attempt being read)."""
+        stream = self._stream
+        if stream is None or self.cancelled:
+            return b""
+        return stream.take_ready(max_bytes)
+
     def __aiter__(self) -> AsyncIterator[KittaAudio]:
         return self._audio()
 

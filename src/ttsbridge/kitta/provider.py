@@ -78,6 +78,16 @@ class KittaTurn(Turn):
         if self._resampler is not None:
             self._resampler.reset()
 
+    def take_ready(self, max_bytes: int) -> bytes:
+        """The audio (at :attr:`sample_rate`, resampled like the iterator's) of the whole chunks already
+        received behind the one just yielded, at most ``max_bytes``; ``b""`` before the first chunk and once
+        cancelled. For the adapters' coalescing (see ``NineninesixTurn.take_ready``)."""
+        resampler = self._resampler
+        if resampler is None or self._gen.cancelled:
+            return b""
+        pcm = self._gen.take_ready(resampler.max_input(max_bytes))  # a budget the output cannot pass
+        return resampler.process(pcm) if pcm else b""
+
     async def __aiter__(self) -> AsyncIterator[bytes]:
         gen = self._gen
         # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
