@@ -44,7 +44,7 @@ AREAS: list[tuple[str, str]] = [
     ("ours: nineninesix client/protocol", "ttsbridge/nineninesix/"),
     ("ours: turns.py", "ttsbridge/turns.py"),
     ("ours: pipecat adapter", "ttsbridge/pipecat/"),
-    ("ours: livekit adapter", "ttsbridge/livekit_adapter.py"),
+    ("ours: livekit adapter", "ttsbridge/livekit/"),
     ("ours: livekit plugin", "livekit/plugins/nineninesix"),
     ("peer: cartesia plugin", "cartesia"),
     ("websockets library", "websockets/"),

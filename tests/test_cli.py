@@ -67,3 +67,20 @@ def test_bad_option_is_reported_not_raised(tmp_path: Path, capsys: pytest.Captur
 def test_voices_lists_the_emulator_voices(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["voices"]) == 0
     assert "tone" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("provider", ["nineninesix", "kitta"])
+def test_say_prints_the_usage_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], provider: str) -> None:
+    text = "Hello there. How can I help you today?"
+    args = ["say", text, "--out", str(tmp_path / "u.wav"), "--provider", provider, "--voice", "tone"]
+    assert main(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("usage: "))
+    billed = len("Hello there.") + len("How can I help you today?")  # per sentence, as each is billed
+    assert line.startswith(f"usage: 1 turn (done 1): {len(text) + 1} characters sent, {billed} billed,")
+
+
+def test_demo_prints_the_usage_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["demo", "Hello there. How can I help you today?", "--out", str(tmp_path / "d.wav"), "--voice", "tone"]
+    assert main(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("usage: "))
+    assert line.startswith("usage: 1 turn (done 1): ") and " billed, " in line and " heard; " in line

@@ -42,13 +42,16 @@ def _progress(msg: str) -> None:
 @contextlib.asynccontextmanager
 async def _target(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | None, Any]]:
     """(base_url, api_key, emulator or None): the real service given a key or URL, else the emulator."""
-    env_key = "KITTA_API_KEY" if args.provider == "kitta" else "NINENINESIX_API_KEY"
+    from ttsbridge.kitta.client import API_KEY_ENV as KITTA_KEY_ENV
+    from ttsbridge.nineninesix.catalog import API_KEY_ENV as NINENINESIX_KEY_ENV
+
+    env_key = KITTA_KEY_ENV if args.provider == "kitta" else NINENINESIX_KEY_ENV
     key = args.api_key or os.environ.get(env_key)
     if args.base_url or (key and not args.emulator):
         if args.base_url:
             yield args.base_url, key, None
         else:
-            from ttsbridge.kitta.client import DEFAULT_BASE_URL as KITTA_URL
+            from ttsbridge.kitta.models import DEFAULT_BASE_URL as KITTA_URL
             from ttsbridge.nineninesix.models import DEFAULT_BASE_URL
 
             yield (KITTA_URL if args.provider == "kitta" else DEFAULT_BASE_URL), key, None
@@ -82,6 +85,7 @@ def _provider(args: argparse.Namespace, base_url: str, key: str | None, emu: Any
 
 async def _say(args: argparse.Namespace) -> int:
     from ttsbridge.audio.wav import write_wav
+    from ttsbridge.policy.usage import UsageTotals
     from ttsbridge.text import split_sentences
 
     text = " ".join(args.text) if args.text else sys.stdin.read()
@@ -124,6 +128,9 @@ async def _say(args: argparse.Namespace) -> int:
                     with contextlib.suppress(BaseException):
                         await feeder
             total = time.perf_counter() - t0
+            if turn.outcome == "done":
+                turn.note_heard(turn.characters_sent)  # no playback here: the file holds the whole turn
+            usage = UsageTotals.of([turn.usage])
         finally:
             await provider.aclose()
     if len(sentences) > 3 and sys.stderr.isatty():
@@ -134,6 +141,7 @@ async def _say(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {seconds:.2f} s of audio at {args.sample_rate} Hz, {len(sentences)} sentence(s)"
     )
     print(f"time to first audio: {1000 * (ttfa or 0):.0f} ms; total: {1000 * total:.0f} ms")
+    print(f"usage: {usage.report()}")
     return 0
 
 
@@ -203,6 +211,7 @@ async def _demo(args: argparse.Namespace) -> int:
         )
     print(f"endpoint: {stats.endpoint}; voice: {stats.voice or 'default'}")
     print(f"transcript (word frames, as heard): {stats.transcript}")
+    print(f"usage: {stats.usage.report()}")
     for err in stats.errors:
         print(f"error: {err}", file=sys.stderr)
     return 0 if stats.ok else 1

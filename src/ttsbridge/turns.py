@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
+from ttsbridge.policy.usage import TurnEnd, TurnUsage
 
 #: How a turn ended: its audio completed, it was cancelled (barge-in), or it failed.
 TurnOutcome = Literal["done", "cancelled", "failed"]
@@ -102,6 +103,34 @@ class Turn(abc.ABC):
     def error_code(self) -> str | None:
         """A short machine-readable code for :attr:`error` (see :func:`error_code`), or None."""
         return error_code(self.error) if self.error is not None else None
+
+    @property
+    def usage(self) -> TurnUsage:
+        """The turn's usage ledger (:class:`~ttsbridge.policy.usage.TurnUsage`), a snapshot: characters sent,
+        billed by the provider's rules (see :mod:`ttsbridge.policy.usage`), heard (as the adapter reported
+        with :meth:`note_heard`), audio seconds delivered. Final once :attr:`done`.
+
+        The default knows only what was sent (billed as sent); providers override it with their rules."""
+        ended = self.outcome
+        return TurnUsage(
+            provider="",
+            turn_id=self.id,
+            characters_sent=self.characters_sent,
+            characters_billed=self.characters_sent,
+            characters_heard=self.characters_heard,
+            ended=None if ended is None else TurnEnd(ended),
+            error_code=self.error_code,
+            retries=self.retries,
+        )
+
+    @property
+    def characters_heard(self) -> int:
+        """Characters of the turn's words the adapter reported played (:meth:`note_heard`)."""
+        return getattr(self, "_heard_chars", 0)
+
+    def note_heard(self, chars: int) -> None:
+        """The adapter played words of this turn worth ``chars`` characters (``len(TimedWord.text)``)."""
+        self._heard_chars = self.characters_heard + max(int(chars), 0)
 
     @property
     def wire_format(self) -> str:

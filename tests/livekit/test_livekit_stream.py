@@ -29,7 +29,7 @@ from livekit.plugins import nineninesix
 from support import wait_until
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_frequency
-from ttsbridge.livekit_adapter import DEFAULT_CHARS_PER_SECOND
+from ttsbridge.livekit import DEFAULT_CHARS_PER_SECOND
 
 
 def test_plugin_is_registered_with_its_logger() -> None:
@@ -62,7 +62,8 @@ async def test_stream_one_segment_as_livekit_checks_it(emu: Emulator) -> None:
     assert len(ev.metrics) == 1
     m = ev.metrics[0]
     assert m.request_id == events[0].request_id and m.segment_id == events[0].segment_id
-    assert m.characters_count == len(f"{S1} {S2} {S3} ")
+    # the characters the provider billed (each sentence trimmed), not LiveKit's len(text) (docs/livekit.md: usage)
+    assert m.characters_count == len(S1) + len(S2) + len(S3) == emu.stats.credits_charged
     assert m.audio_duration == pytest.approx(duration_of(events))
     assert m.ttfb > 0 and not m.cancelled and m.streamed
     assert ev.errors == []

@@ -12,27 +12,23 @@ import json
 from typing import Any
 
 import pytest
+from proto_driver import Driver
 
+from ttsbridge.engine import AudioReceived, ConnectionFailed, TurnDone, TurnFailed
 from ttsbridge.errors import TTSConnectionError
 from ttsbridge.nineninesix.frames import NineninesixProtocolError
 from ttsbridge.nineninesix.models import OutputFormat
-from ttsbridge.nineninesix.protocol import (
-    AudioReceived,
-    ConnectionFailed,
-    ContextDone,
-    ContextFailed,
-    ContextState,
-    NineninesixProtocol,
-)
+from ttsbridge.nineninesix.protocol import ContextState, NineninesixProtocol
 
 PCM = base64.b64encode(b"\x01\x00\x02\x00").decode()
 
 
-def proto() -> NineninesixProtocol:
-    p = NineninesixProtocol(OutputFormat())
+def proto() -> Driver:
+    p = Driver(NineninesixProtocol(OutputFormat()))
     for cid in ("a", "b"):
-        p.open_context(cid)
-        p.generation(cid, "Hello.", continue_=False)
+        p.open(cid)
+        p.p.end_turn(cid, p.now, "Hello.")
+    p.p.data_to_send()  # written: the server knows both contexts
     return p
 
 
@@ -51,30 +47,30 @@ def frame(kind: str, **fields: Any) -> str:
     return json.dumps({**base, **fields})
 
 
-def assert_turn_failed(p: NineninesixProtocol, events: list[Any], field: str) -> None:
+def assert_turn_failed(p: Driver, events: list[Any], field: str) -> None:
     (ev,) = events
-    assert isinstance(ev, ContextFailed) and ev.context_id == "a"
+    assert isinstance(ev, TurnFailed) and ev.turn_id == "a"
     assert isinstance(ev.error, NineninesixProtocolError) and isinstance(ev.error, TTSConnectionError)
     assert field in str(ev.error)
     assert p.state("a") is ContextState.FAILED
     assert (
-        p.state("b") is ContextState.ENDING and not p.closed
+        p.state("b") is ContextState.ENDING and not p.p.closed
     )  # the other turn and the socket are unaffected
 
 
-def assert_connection_failed(p: NineninesixProtocol, events: list[Any], text: str) -> None:
+def assert_connection_failed(p: Driver, events: list[Any], text: str) -> None:
     assert isinstance(events[-1], ConnectionFailed) and text in str(events[-1].error)
     assert isinstance(events[-1].error, NineninesixProtocolError)
-    assert sorted(e.context_id for e in events if isinstance(e, ContextFailed)) == ["a", "b"]
-    assert p.closed
+    assert sorted(e.turn_id for e in events if isinstance(e, TurnFailed)) == ["a", "b"]
+    assert p.p.closed
 
 
 def test_well_formed_frames_still_read() -> None:
     p = proto()
-    assert p.receive(frame("chunk")) == [AudioReceived("a", b"\x01\x00\x02\x00")]
-    assert p.receive(frame("done")) == [ContextDone("a")]
-    (ev,) = p.receive(frame("error", context_id="b", status_code=None, title=None))
-    assert isinstance(ev, ContextFailed) and ev.error.error_code == "generation_failed"  # type: ignore[attr-defined]
+    assert p.rx(frame("chunk")) == [AudioReceived("a", b"\x01\x00\x02\x00")]
+    assert p.rx(frame("done")) == [TurnDone("a")]
+    (ev,) = p.rx(frame("error", context_id="b", status_code=None, title=None))
+    assert isinstance(ev, TurnFailed) and ev.error.error_code == "generation_failed"  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -100,45 +96,45 @@ def test_a_field_of_the_wrong_type_fails_the_turn_it_names(
     kind: str, fields: dict[str, Any], named: str
 ) -> None:
     p = proto()
-    assert_turn_failed(p, p.receive(frame(kind, **fields)), named)
+    assert_turn_failed(p, p.rx(frame(kind, **fields)), named)
 
 
 def test_a_malformed_chunk_also_cancels_its_context_on_the_server() -> None:
     p = proto()
-    p.receive(frame("chunk", data=5))
-    assert [json.loads(f) for f in p.outbox] == [{"context_id": "a", "cancel": True}]
-    p.receive(frame("chunk", context_id="b"))
-    assert p.receive(frame("chunk", context_id="a")) == []  # later audio of the failed turn: dropped
+    p.rx(frame("chunk", data=5))
+    assert p.frames() == [{"context_id": "a", "cancel": True}]
+    p.rx(frame("chunk", context_id="b"))
+    assert p.rx(frame("chunk", context_id="a")) == []  # later audio of the failed turn: dropped
 
 
 def test_a_malformed_end_of_a_context_being_cancelled_ends_it_cancelled() -> None:
     p = proto()
-    p.cancel("a")
-    assert p.receive(frame("done", cancelled="true")) == [ContextDone("a", cancelled=True)]
-    assert p.state("a") is ContextState.CANCELLED and p.outbox == []
+    assert p.cancel("a") == [{"context_id": "a", "cancel": True}]
+    assert p.rx(frame("done", cancelled="true")) == [TurnDone("a", cancelled=True)]
+    assert p.state("a") is ContextState.CANCELLED and p.frames() == []
 
 
 @pytest.mark.parametrize("kind", ["chunk", "done", "error"])
 @pytest.mark.parametrize("cid", [5, ["a"], {"id": "a"}, True])
 def test_a_context_id_of_the_wrong_type_fails_the_connection(kind: str, cid: Any) -> None:
     p = proto()
-    assert_connection_failed(p, p.receive(frame(kind, context_id=cid)), "context_id must be a string or null")
+    assert_connection_failed(p, p.rx(frame(kind, context_id=cid)), "context_id must be a string or null")
 
 
 @pytest.mark.parametrize("text", ["not json", "[1,2]", '"chunk"', "", b"\xff\xfe", b'{"type": '])
 def test_a_frame_that_is_not_a_json_object_fails_the_connection(text: str | bytes) -> None:
     p = proto()
-    assert_connection_failed(p, p.receive(text), "not a JSON object")
+    assert_connection_failed(p, p.rx(text), "not a JSON object")
 
 
 def test_an_unreadable_error_frame_naming_no_context_fails_the_connection() -> None:
     p = proto()
-    assert_connection_failed(p, p.receive(frame("error", context_id=None, error_code=3)), "error_code")
+    assert_connection_failed(p, p.rx(frame("error", context_id=None, error_code=3)), "error_code")
 
 
 def test_malformed_frames_of_unknown_or_finished_contexts_are_dropped() -> None:
     p = proto()
-    p.receive(frame("done", context_id="b"))
+    p.rx(frame("done", context_id="b"))
     for text in (
         frame("chunk", context_id="zzz", data=5),
         frame("chunk", context_id=None, data=5),  # no context: not one of ours (we always send an id)
@@ -146,5 +142,5 @@ def test_malformed_frames_of_unknown_or_finished_contexts_are_dropped() -> None:
         frame("done", context_id="zzz", cancelled=1),
         frame("error", context_id="b", error_code=None),
     ):
-        assert p.receive(text) == []
-    assert p.state("a") is ContextState.ENDING and not p.closed and p.outbox == []
+        assert p.rx(text) == []
+    assert p.state("a") is ContextState.ENDING and not p.p.closed and p.frames() == []

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import BOUND, FULL_TURN_BYTES, leaked_tasks, make_provider, turn_once, wait_sockets_closed
-from loopback import LoopbackServer
 from pipecat.frames.frames import EndFrame
 from surfaces import livekit_turn, make_livekit, pipecat_turns
+
+from loopback import LoopbackServer
 
 #: Nineninesix keeps one pooled connection open between turns; a Kitta session is one connection per turn,
 #: closed when the turn ends (standby is off in these runs)

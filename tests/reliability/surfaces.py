@@ -28,8 +28,9 @@ from harness import (
     turn_once,
     wait_sockets_closed,
 )
-from loopback import LoopbackServer
 from pipecat.frames.frames import ControlFrame
+
+from loopback import LoopbackServer
 
 
 def make_livekit(provider: str, base_url: str) -> Any:

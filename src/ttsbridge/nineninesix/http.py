@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from ttsbridge._redact import mask_key, redact
-from ttsbridge.audio.g711 import decode_to_pcm16
+from ttsbridge.audio.carry import wire_to_pcm16
 from ttsbridge.errors import (
     TTSAPIError,
     TTSBridgeError,
@@ -25,7 +25,7 @@ from ttsbridge.errors import (
     TTSInvalidOptionError,
     TTSTimeoutError,
 )
-from ttsbridge.nineninesix.client import derive_urls, resolve_api_key
+from ttsbridge.nineninesix.catalog import PROVIDER, derive_urls, resolve_api_key
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
     MODELS,
@@ -33,7 +33,6 @@ from ttsbridge.nineninesix.models import (
     OutputFormat,
     VoiceSpecifier,
 )
-from ttsbridge.nineninesix.protocol import PROVIDER
 
 logger = logging.getLogger("ttsbridge.nineninesix")
 
@@ -137,13 +136,8 @@ class NineninesixHTTP:
             async for event in _sse_events(resp):
                 kind = event.get("type")
                 if kind == "chunk":
-                    data = carry + base64.b64decode(event.get("data") or "")
-                    if fmt.encoding == "pcm_s16le":
-                        cut = len(data) - len(data) % 2
-                        data, carry = data[:cut], data[cut:]
-                        pcm = data
-                    else:
-                        carry, pcm = b"", decode_to_pcm16(data, fmt.encoding)
+                    data = base64.b64decode(event.get("data") or "")
+                    pcm, carry = wire_to_pcm16(data, fmt.encoding, carry)  # the WebSocket's path too
                     if pcm:
                         yield pcm
                 elif kind == "done":

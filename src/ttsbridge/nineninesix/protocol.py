@@ -1,28 +1,40 @@
-"""Sans-I/O core of the Nineninesix WebSocket protocol.
+"""Sans-I/O core of the Nineninesix WebSocket protocol: a :class:`~ttsbridge.engine.TurnProtocol`.
 
-No sockets here: :class:`NineninesixProtocol` turns calls into the JSON texts to send, and received texts into
-events, tracking each context's state and applying the error catalog's effects. The asyncio client is a thin
-loop around it. Every state change is unit-testable without a server.
-
-Context states::
-
-    OPEN --end()--> ENDING --done--> DONE          (a done before end() ends nothing: it is ignored)
-    OPEN/ENDING --cancel()--> CANCELLING --done(cancelled)/context_not_found--> CANCELLED
-                              (without cancel_ack the context is CANCELLED at once)
-    OPEN --cancel() before any request was sent (drop_unsent)--> CANCELLED, nothing sent
-    any live state --error for it / malformed frame for it / socket-closing error / connection lost--> FAILED
+No sockets and no clock here (``now`` is passed in). :class:`NineninesixProtocol` is the state of one
+connection: its URL, its output format and its contexts (one per turn attempt). Commands queue frames
+(``data_to_send()``), received frames become engine events (``events_received()``), the error catalog's
+effects are applied (:mod:`.catalog`), transitions follow the table in :mod:`.states`, and the audio-owed
+deadline is a ``next_deadline()`` / ``tick(now)`` pair. The facts of each context live in its
+:class:`ContextFacts`, written only here; the client's context object keeps a reference and reads it.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 
-from ttsbridge.audio.g711 import decode_to_pcm16
-from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
+from ttsbridge.audio.carry import wire_to_pcm16
+from ttsbridge.engine import (
+    AudioReceived,
+    ConnectionFailed,
+    ConnectRequest,
+    TurnDone,
+    TurnFailed,
+    TurnProtocol,
+)
+from ttsbridge.engine.protocol import describe_close
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSTimeoutError
+from ttsbridge.nineninesix.catalog import (
+    ERROR_CATALOG,
+    PROVIDER,
+    ErrorEffect,
+    api_error,
+    derive_urls,
+    effect_of,
+    handshake_error,
+    ws_url,
+)
+from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry, refuse
 from ttsbridge.nineninesix.frames import (
     DONE_FIELDS,
     ERROR_FIELDS,
@@ -34,229 +46,241 @@ from ttsbridge.nineninesix.frames import (
     malformed,
 )
 from ttsbridge.nineninesix.models import (
-    CancelRequest,
+    DEFAULT_BASE_URL,
     DoneMessage,
     ErrorMessage,
     GenerationRequest,
     OutputFormat,
     VoiceSpecifier,
 )
+from ttsbridge.nineninesix.states import ContextState, Input, next_state
 
 logger = logging.getLogger("ttsbridge.nineninesix")
 
-PROVIDER = "nineninesix"
+_LIVE = (ContextState.OPEN, ContextState.ENDING)
+_ANSWER_OWED = (ContextState.CANCELLING, ContextState.FAILING)  # our cancel is on the wire
 
 
-class ContextState(enum.Enum):
-    OPEN = "open"
-    ENDING = "ending"
-    DONE = "done"
-    CANCELLING = "cancelling"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (ContextState.DONE, ContextState.CANCELLED, ContextState.FAILED)
-
-    @property
-    def accepts_audio(self) -> bool:
-        return self in (ContextState.OPEN, ContextState.ENDING)
+def _cancel_frame(context_id: str) -> str:
+    return json.dumps({"context_id": context_id, "cancel": True}, separators=(",", ":"))
 
 
-@dataclass(frozen=True)
-class ErrorEffect:
-    """What one catalog error does."""
+class NineninesixProtocol(TurnProtocol):
+    """One WebSocket connection: its output format and its contexts."""
 
-    status_code: int
-    closes_socket: bool
-    retryable: bool
-    #: True when retrying the same configuration can never succeed (key, voice, model, format; not credits)
-    fatal: bool
-    description: str
+    provider = PROVIDER
 
-
-#: The error catalog of the WebSocket API and its effects (spec: "Error codes").
-ERROR_CATALOG: dict[str, ErrorEffect] = {
-    "unknown_model": ErrorEffect(400, True, False, True, "unknown model_id"),
-    "concurrent_limit": ErrorEffect(429, False, True, False, "too many concurrent contexts"),
-    "insufficient_credits": ErrorEffect(402, True, False, False, "out of credits"),  # can be topped up
-    "voice_not_found": ErrorEffect(404, True, False, True, "unknown voice id"),
-    "unsupported_container": ErrorEffect(400, True, False, True, "output_format.container not supported"),
-    "unsupported_encoding": ErrorEffect(400, True, False, True, "output_format.encoding not supported"),
-    "invalid_sample_rate": ErrorEffect(400, True, False, True, "output_format.sample_rate not supported"),
-    "generation_failed": ErrorEffect(500, False, True, False, "synthesis failed for this context"),
-    "not_initialized": ErrorEffect(503, True, True, False, "the service is not ready"),
-    "context_not_found": ErrorEffect(404, False, False, False, "cancel for a context that is not active"),
-    "missing_context_id": ErrorEffect(400, False, False, False, "cancel without context_id"),
-}
-
-
-#: Unknown codes: judge by status. 5xx and 429 are worth a retry; other 4xx are not.
-def effect_of(error_code: str, status_code: int | None) -> ErrorEffect:
-    known = ERROR_CATALOG.get(error_code)
-    if known is not None:
-        return known
-    status = status_code or 500
-    retryable = status >= 500 or status in (408, 429)
-    # An unknown error is assumed to close the socket: the safe reading (the next turn reconnects).
-    return ErrorEffect(status, True, retryable, status in (401, 402, 403), "unknown error")
-
-
-def api_error(msg: ErrorMessage) -> TTSAPIError:
-    eff = effect_of(msg.error_code, msg.status_code)
-    text = msg.message or msg.title or eff.description
-    return TTSAPIError(
-        text,
-        provider=PROVIDER,
-        error_code=msg.error_code,
-        status_code=msg.status_code if msg.status_code is not None else eff.status_code,
-        retryable=eff.retryable,
-        closes_connection=eff.closes_socket,
-        fatal=eff.fatal if msg.error_code in ERROR_CATALOG else None,  # unknown codes: the errors table
-        request_id=msg.request_id,
-        context_id=msg.context_id,
-        title=msg.title,
-    )
-
-
-# --- events -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AudioReceived:
-    context_id: str
-    pcm: bytes  # PCM16 LE at the connection's sample rate
-
-
-@dataclass(frozen=True)
-class ContextDone:
-    context_id: str
-    cancelled: bool = False
-
-
-@dataclass(frozen=True)
-class ContextFailed:
-    context_id: str
-    error: TTSBridgeError
-
-
-@dataclass(frozen=True)
-class ConnectionFailed:
-    """The socket is (or is about to be) closed by this error; every live context was failed with it."""
-
-    error: TTSBridgeError
-
-
-Event = AudioReceived | ContextDone | ContextFailed | ConnectionFailed
-
-
-@dataclass
-class _Context:
-    state: ContextState = ContextState.OPEN
-    carry: bytes = b""  # an odd trailing byte of PCM16, kept for the next chunk
-    format_sent: bool = False
-    chars: int = 0
-    sent: bool = False  # a generation request was built for it: the server may know the context
-
-
-@dataclass
-class NineninesixProtocol:
-    """State of one WebSocket connection: its output format and its contexts."""
-
-    output_format: OutputFormat
-    cancel_ack: bool = True
-    contexts: dict[str, _Context] = field(default_factory=dict)
-    closed: bool = False
-    format_sent: bool = False
-    dropped_frames: int = 0
-    #: Frames the protocol asks the client to send (cancels of turns failed on a malformed chunk).
-    outbox: list[str] = field(default_factory=list)
-
-    # --- client -> server ---------------------------------------------------------------------------------
-
-    def open_context(self, context_id: str) -> None:
-        if self.closed:
-            raise TTSConnectionError("the connection is closed")
-        if context_id in self.contexts:
-            raise ValueError(f"context {context_id!r} already exists on this connection")
-        self.contexts[context_id] = _Context()
-
-    def state(self, context_id: str) -> ContextState | None:
-        ctx = self.contexts.get(context_id)
-        return ctx.state if ctx else None
-
-    def live_contexts(self) -> list[str]:
-        return [cid for cid, c in self.contexts.items() if not c.state.terminal]
-
-    def generation(
+    def __init__(
         self,
-        context_id: str,
-        transcript: str,
+        output_format: OutputFormat,
+        cancel_ack: bool = True,
         *,
-        continue_: bool,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str = "",
+        receive_timeout: float = 15.0,
+        ack_wait: float = 0.5,
+        cancel_timeout: float = 2.0,
+    ) -> None:
+        super().__init__()
+        self.output_format = output_format
+        self.cancel_ack = cancel_ack
+        self.base_url = base_url
+        self._api_key = api_key
+        self.receive_timeout = receive_timeout
+        self.ack_wait = ack_wait  # how long a timed-out context waits for its cancel's answer
+        self.cancel_timeout = cancel_timeout  # how long a cancelled context waits for its answer
+        self.contexts: dict[str, ContextFacts] = {}  # live contexts only: a finished one is dropped at once
+        self.dropped_frames = 0
+        self._closed = False
+        self._encoding = output_format.encoding
+        self._queue: list[tuple[ContextFacts | None, str]] = []
+
+    def __repr__(self) -> str:
+        return f"NineninesixProtocol({self._encoding}@{self.output_format.sample_rate}, live={len(self.contexts)})"
+
+    # --- handshake ----------------------------------------------------------------------------------------
+
+    def connect_request(self) -> ConnectRequest:
+        secrets = (self._api_key,) if self._api_key else ()
+        return ConnectRequest(ws_url(self.base_url, self._api_key, self.cancel_ack), secrets=secrets)
+
+    def handshake_failed(self, status: int, body: bytes) -> TTSBridgeError:
+        return handshake_error(status, body, self._api_key)
+
+    # --- outputs ------------------------------------------------------------------------------------------
+
+    def data_to_send(self) -> list[str | bytes]:
+        queue, self._queue = self._queue, []
+        for facts, _ in queue:
+            if facts is not None:
+                facts.frames_sent += 1
+        return [frame for _, frame in queue]
+
+    def has_data_to_send(self) -> bool:
+        return bool(self._queue)
+
+    def next_deadline(self) -> float | None:
+        best: float | None = None
+        for facts in self.contexts.values():
+            due = self._due(facts)
+            if due is not None and (best is None or due < best):
+                best = due
+        return best
+
+    def tick(self, now: float) -> None:
+        for facts in list(self.contexts.values()):
+            due = self._due(facts)
+            if due is None or now < due:
+                continue
+            if facts.state in _ANSWER_OWED:
+                logger.warning("nineninesix: no cancel acknowledgement for context %s", facts.context_id)
+                self._move(facts, Input.ACK_TIMEOUT)
+                continue
+            err = TTSTimeoutError(
+                f"nineninesix: no audio for context {facts.context_id} within {self.receive_timeout:.1f}s"
+            )
+            # cancel it on the server: the context must not go on generating unheard
+            if self._withdraw(facts) and self.cancel_ack:
+                facts.ack_deadline = now + self.ack_wait
+                self._move(facts, Input.TIMEOUT, err)  # reported once the server answers (bounded)
+            else:
+                self._move(facts, Input.TIMEOUT_NOW, err)
+
+    def _due(self, facts: ContextFacts) -> float | None:
+        """When ``facts`` needs a tick: the server owes it something (text sent since we last heard, or the
+        end of the turn) and stays silent ``receive_timeout``; or its cancel's answer is overdue."""
+        if facts.state in _ANSWER_OWED:
+            return facts.ack_deadline
+        if facts.state is ContextState.ENDING or (
+            facts.state is ContextState.OPEN and facts.last_sent >= facts.last_heard
+        ):
+            return max(facts.last_sent, facts.last_heard) + self.receive_timeout
+        return None
+
+    # --- commands -----------------------------------------------------------------------------------------
+
+    def open_turn(  # type: ignore[override]
+        self,
+        turn_id: str,
+        now: float,
+        *,
         model: str | None = None,
         voice: str | None = None,
         language: str | None = None,
-    ) -> str:
-        """The JSON text of a generation request. ``continue_=False`` ends the context."""
-        ctx = self._require(context_id)
-        if ctx.state is not ContextState.OPEN:
-            raise ValueError(f"context {context_id!r} is {ctx.state.value}; no more text can be sent")
+        retries: int = 0,
+    ) -> ContextFacts:
+        if self._closed:
+            raise TTSConnectionError("the connection is closed")
+        if turn_id in self.contexts:
+            raise ValueError(f"context {turn_id!r} already exists on this connection")
+        facts = ContextFacts(turn_id, model, voice, language, retries=retries, last_heard=now)
+        self.contexts[turn_id] = facts
+        return facts
+
+    def send_text(self, turn_id: str, text: str, now: float) -> None:
+        self._generation(self._require(turn_id), text, True, now)
+
+    def end_turn(self, turn_id: str, now: float, text: str = "") -> None:  # type: ignore[override]
+        self._generation(self._require(turn_id), text, False, now)
+
+    def cancel_turn(self, turn_id: str, now: float) -> None:
+        """Stop the context: dropped locally if the server never heard of it, else a cancel is queued (and,
+        with ``cancel_ack``, its answer ends it). Idempotent; nothing for a context that is over."""
+        facts = self.contexts.get(turn_id)
+        if facts is None:
+            return
+        facts.cancel_requested = True
+        if facts.state not in _LIVE:
+            return
+        if self._withdraw(facts) and self.cancel_ack:
+            facts.ack_deadline = now + self.cancel_timeout
+            self._move(facts, Input.CANCEL)
+        else:
+            self._move(facts, Input.CANCEL_NOW)
+
+    def _withdraw(self, facts: ContextFacts) -> bool:
+        """Queue a cancel of ``facts`` if the server may know it (True), else drop its unsent frames."""
+        if facts.frames_sent:
+            self._queue.append((facts, _cancel_frame(facts.context_id)))
+            return True
+        self._queue = [(f, frame) for f, frame in self._queue if f is not facts]
+        return False
+
+    def _generation(self, facts: ContextFacts, text: str, continue_: bool, now: float) -> None:
+        if facts.state is ContextState.FAILING and facts.error is not None:
+            raise facts.error
+        if facts.state is not ContextState.OPEN:
+            refuse(facts, text, end=not continue_)
         req = GenerationRequest(
-            transcript=transcript,
-            context_id=context_id,
+            transcript=text,
+            context_id=facts.context_id,
             continue_=continue_,  # type: ignore[call-arg]  # the alias of the wire's `continue`
-            model_id=model,
-            voice=VoiceSpecifier(id=voice) if voice else None,
+            model_id=facts.model,
+            voice=VoiceSpecifier(id=facts.voice) if facts.voice else None,
             # Every request carries the format: the server fixes it from the first that does, and a
             # context opened later on the same connection must not depend on which came first.
             output_format=self.output_format,
-            language=language,
+            language=facts.language,
         )
-        ctx.chars += len(transcript)
-        ctx.sent = True
+        if text:
+            facts.texts.append(text)
+            facts.chars += len(text)
+        facts.last_sent = now
+        self._queue.append((facts, json.dumps(req.to_wire(), separators=(",", ":"))))
         if not continue_:
-            ctx.state = ContextState.ENDING
-        return json.dumps(req.to_wire(), separators=(",", ":"))
+            facts.ended = True
+            self._move(facts, Input.END)
 
-    def end(self, context_id: str, **kw: str | None) -> str:
-        return self.generation(context_id, "", continue_=False, **kw)
+    def _require(self, turn_id: str) -> ContextFacts:
+        facts = self.contexts.get(turn_id)
+        if facts is None:
+            raise KeyError(f"unknown context {turn_id!r}")
+        return facts
 
-    def cancel(self, context_id: str) -> str | None:
-        """The JSON text of a cancel, or None when there is nothing to cancel (already finished)."""
-        ctx = self._require(context_id)
-        if ctx.state.terminal or ctx.state is ContextState.CANCELLING:
-            return None
-        ctx.state = ContextState.CANCELLING if self.cancel_ack else ContextState.CANCELLED
-        return json.dumps(CancelRequest(context_id=context_id).to_wire(), separators=(",", ":"))
+    # --- queries ------------------------------------------------------------------------------------------
 
-    def drop_unsent(self, context_id: str) -> bool:
-        """Cancel locally a live context for which no request was ever sent: the server never heard of it, so
-        there is nothing to send (a cancel would only earn a ``context_not_found``). True if it was dropped."""
-        ctx = self.contexts.get(context_id)
-        if ctx is None or ctx.sent or ctx.state.terminal:
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def turn_state(self, turn_id: str) -> ContextState | None:
+        facts = self.contexts.get(turn_id)
+        return facts.state if facts else None
+
+    def live_turns(self) -> list[str]:
+        return list(self.contexts)
+
+    # --- transitions --------------------------------------------------------------------------------------
+
+    def _move(self, facts: ContextFacts, event: Input, error: TTSBridgeError | None = None) -> bool:
+        """Apply :data:`~.states.TRANSITIONS`; on a terminal state, drop the context and emit its end."""
+        new = next_state(facts.state, event)
+        if new is None:
             return False
-        ctx.state = ContextState.CANCELLED
+        facts.state = new
+        if error is not None and facts.error is None and new in (ContextState.FAILING, ContextState.FAILED):
+            facts.error = error
+        if new.terminal:
+            self.contexts.pop(facts.context_id, None)
+            facts.carry = b""
+            if new is ContextState.FAILED:
+                assert facts.error is not None
+                self._emit(TurnFailed(facts.context_id, facts.error))
+            else:
+                self._emit(TurnDone(facts.context_id, cancelled=new is ContextState.CANCELLED))
         return True
 
-    def forget(self, context_id: str) -> None:
-        """Drop a terminal context's bookkeeping (late frames for it are then dropped as unknown)."""
-        ctx = self.contexts.get(context_id)
-        if ctx is not None and ctx.state.terminal:
-            del self.contexts[context_id]
+    # --- inputs -------------------------------------------------------------------------------------------
 
-    # --- server -> client ---------------------------------------------------------------------------------
-
-    def receive(self, text: str | bytes) -> list[Event]:
-        """Events for one received frame. Frames of unknown, cancelled or finished contexts are dropped.
+    def receive(self, frame: str | bytes, now: float) -> None:
+        """One received frame. Frames of unknown, cancelled or finished contexts are dropped.
 
         A malformed frame fails the turn it names, or every turn on the connection when it names none we can
         read (module docstring of :mod:`~ttsbridge.nineninesix.frames`; docs/nineninesix.md)."""
-        raw = decode_frame(text)
+        raw = decode_frame(frame)
         if raw is None:
             # The API sends only JSON text frames; we cannot tell which turn this one was meant for.
-            return self.fail_connection(malformed("server", f"not a JSON object ({len(text)} chars)"))
+            return self.fail_connection(malformed("server", f"not a JSON object ({len(frame)} chars)"))
         kind = raw.get("type")
         problem = context_id_problem(raw)
         if problem is not None:
@@ -264,149 +288,127 @@ class NineninesixProtocol:
         cid: str | None = raw.get("context_id")
         if kind == "chunk" or (kind is None and "data" in raw and not raw.get("done")):
             # the hot path (every audio frame): the two fields we use, checked by hand, no model validation
-            return self._on_chunk(cid, raw.get("data"))
+            return self._on_chunk(cid, raw.get("data"), now)
         if kind == "done" or (kind is None and raw.get("done") and "error_code" not in raw):
             problem = field_problem(raw, DONE_FIELDS)
             if problem is not None:
                 return self._malformed_end(cid, malformed("done", problem))
-            return self._on_done(DoneMessage.model_validate(raw))
+            return self._on_done(DoneMessage.model_validate(raw), now)
         if kind == "error" or (kind is None and "error_code" in raw):
             problem = field_problem(raw, ERROR_FIELDS)
             if problem is not None:
                 return self._malformed_end(cid, malformed("error", problem))
-            return self._on_error(ErrorMessage.model_validate(raw))
+            return self._on_error(ErrorMessage.model_validate(raw), now)
         # timestamps, flush_done and other frames this API does not send: ignore
         self.dropped_frames += 1
-        return []
 
-    def connection_lost(self, reason: str = "connection lost") -> list[Event]:
+    def connection_lost(self, code: int | None, reason: str, now: float) -> None:
         """The socket closed or dropped: fail every live context at once (no turn waits for a dead socket)."""
-        return self.fail_connection(TTSConnectionError(f"nineninesix: {reason}"))
+        self.fail_connection(TTSConnectionError(f"nineninesix: {describe_close(code, reason)}"))
 
-    def fail_connection(self, err: TTSBridgeError) -> list[Event]:
-        """Fail every live context with ``err`` and mark the connection closed (the client closes the socket)."""
-        if self.closed:
-            return []
-        self.closed = True
+    def fail_connection(self, err: TTSBridgeError) -> None:
+        """End every live context with ``err`` and mark the connection closed (the client closes the socket)."""
+        if self._closed:
+            return
+        self._closed = True
         if isinstance(err, NineninesixProtocolError):
             logger.warning("%s; failing the connection", err)
-        return [*self._fail_all(err), ConnectionFailed(err)]
+        for facts in list(self.contexts.values()):
+            self._move(facts, Input.LOST, err)
+        self._queue.clear()  # never written: the contexts they were for count as unheard
+        self._emit(ConnectionFailed(err))
 
-    # --- internals ----------------------------------------------------------------------------------------
-
-    def _require(self, context_id: str) -> _Context:
-        ctx = self.contexts.get(context_id)
-        if ctx is None:
-            raise KeyError(f"unknown context {context_id!r}")
-        return ctx
-
-    def _on_chunk(self, context_id: str | None, b64: object) -> list[Event]:
-        ctx = self.contexts.get(context_id) if context_id else None
-        if ctx is None or not ctx.state.accepts_audio:
+    def _live(self, context_id: str | None, now: float) -> ContextFacts | None:
+        facts = self.contexts.get(context_id) if context_id else None
+        if facts is None:
             self.dropped_frames += 1
-            return []
+        else:
+            facts.last_heard = now
+        return facts
+
+    def _on_chunk(self, context_id: str | None, b64: object, now: float) -> None:
+        facts = self.contexts.get(context_id) if context_id else None  # the hot path: no helper calls
+        if facts is None or facts.state not in _LIVE:  # unknown, or in-flight audio of a cancelled one
+            if facts is not None:
+                facts.last_heard = now
+            self.dropped_frames += 1
+            return
+        facts.last_heard = now
         try:
             data = chunk_audio(b64)
         except NineninesixProtocolError as err:
             # The turn's audio has a hole we cannot fill: fail it, and stop it on the server (no ack awaited).
-            ctx.state = ContextState.FAILED
-            assert context_id is not None
-            self.outbox.append(
-                json.dumps(CancelRequest(context_id=context_id).to_wire(), separators=(",", ":"))
-            )
-            return [ContextFailed(context_id, err)]  # type: ignore[arg-type]
-        if self.output_format.encoding == "pcm_s16le":
-            data = ctx.carry + data
-            if len(data) % 2:
-                ctx.carry, data = data[-1:], data[:-1]
-            else:
-                ctx.carry = b""
-            pcm = data
-        else:
-            pcm = decode_to_pcm16(data, self.output_format.encoding)
-        if not pcm:
-            return []
-        assert context_id is not None
-        return [AudioReceived(context_id, pcm)]
+            self._withdraw(facts)
+            self._move(facts, Input.MALFORMED, err)
+            return
+        pcm, facts.carry = wire_to_pcm16(data, self._encoding, facts.carry)
+        if pcm:
+            facts.audio_bytes += len(pcm)
+            self._events.append(AudioReceived(facts.context_id, pcm))
 
-    def _on_done(self, msg: DoneMessage) -> list[Event]:
-        cid = msg.context_id
-        ctx = self.contexts.get(cid) if cid else None
-        if ctx is None or ctx.state.terminal:
-            self.dropped_frames += 1
-            return []
-        assert cid is not None
-        if ctx.state is ContextState.OPEN and not msg.cancelled:
+    def _on_done(self, msg: DoneMessage, now: float) -> None:
+        facts = self._live(msg.context_id, now)
+        if facts is None:
+            return
+        if not self._move(facts, Input.DONE_CANCELLED if msg.cancelled else Input.DONE):
             # done comes only after our continue: false. One before it ends nothing: the turn's later text
             # still renders and its audio must not be dropped; our own continue: false brings the real done.
-            logger.debug("nineninesix: done for context %s before its continue: false; ignored", cid)
+            logger.debug(
+                "nineninesix: done for context %s before its continue: false; ignored", msg.context_id
+            )
             self.dropped_frames += 1
-            return []
-        if ctx.state is ContextState.CANCELLING or msg.cancelled:
-            ctx.state = ContextState.CANCELLED
-            return [ContextDone(cid, cancelled=True)]
-        ctx.state = ContextState.DONE
-        return [ContextDone(cid)]
 
-    def _on_error(self, msg: ErrorMessage) -> list[Event]:
+    def _on_error(self, msg: ErrorMessage, now: float) -> None:
         err = api_error(msg)
-        cid = msg.context_id
-        ctx = self.contexts.get(cid) if cid else None
-        if msg.error_code == "context_not_found" and ctx is not None and ctx.state is ContextState.CANCELLING:
-            # Our cancel raced the context's end: it is over either way.
-            ctx.state = ContextState.CANCELLED
-            return [ContextDone(cid, cancelled=True)]  # type: ignore[arg-type]
-        if msg.error_code in ("context_not_found", "missing_context_id") and (
-            ctx is None or not ctx.state.accepts_audio
-        ):
-            # A reply to a cancel of ours for a context that is gone anyway: nothing to do. (Should the server
-            # ever send one for a live context, the branch below ends that context rather than let it hang.)
-            logger.debug("nineninesix: cancel answered %s for context %s", msg.error_code, cid)
-            return []
+        code = msg.error_code
+        facts = self.contexts.get(msg.context_id) if msg.context_id else None
+        if facts is not None:
+            facts.last_heard = now
+        answers_cancel = code in ("context_not_found", "missing_context_id")
+        if answers_cancel and (facts is None or facts.state not in _LIVE):
+            # The answer to a cancel of ours (it raced the context's end): the context is over either way. (An
+            # unsolicited one for a live context ends that context below rather than let it hang.)
+            logger.debug("nineninesix: cancel answered %s for context %s", code, msg.context_id)
+            if facts is not None and code == "context_not_found":
+                self._move(facts, Input.NOT_FOUND)
+            return
         if err.closes_connection:
-            self.closed = True
-            events: list[Event] = []
-            if ctx is not None and ctx.state.accepts_audio:
-                ctx.state = ContextState.FAILED
-                events.append(ContextFailed(cid, err))  # type: ignore[arg-type]
-            events.extend(self._fail_all(err))
-            events.append(ConnectionFailed(err))
-            return events
-        if ctx is None or ctx.state.terminal:
-            if cid is None:
+            if facts is not None and facts.state in _LIVE:
+                self._move(facts, Input.ERROR, err)
+            self.fail_connection(err)
+            return
+        if facts is None:
+            if msg.context_id is None:
                 logger.warning("nineninesix: error with no context: %s", err)
             self.dropped_frames += 1
-            return []
-        if ctx.state is ContextState.CANCELLING:
-            # The context ended with an error while we were cancelling it: cancelled is what the caller asked.
-            ctx.state = ContextState.CANCELLED
-            return [ContextDone(cid, cancelled=True)]  # type: ignore[arg-type]
-        ctx.state = ContextState.FAILED
-        return [ContextFailed(cid, err)]  # type: ignore[arg-type]
+            return
+        self._move(facts, Input.NOT_FOUND if code == "context_not_found" else Input.ERROR, err)
 
-    def _malformed_end(self, cid: str | None, err: NineninesixProtocolError) -> list[Event]:
+    def _malformed_end(self, cid: str | None, err: NineninesixProtocolError) -> None:
         """A ``done``/``error`` frame we cannot read: it ends the context it names (the server is done with it,
         so nothing is sent); one that names no context is a connection-level error we cannot read."""
         if cid is None:
             return self.fail_connection(err)
-        ctx = self.contexts.get(cid)
-        if ctx is None or ctx.state.terminal:
+        facts = self.contexts.get(cid)
+        if facts is None:
             self.dropped_frames += 1
-            return []
+            return
         logger.warning("%s (context %s)", err, cid)
-        if ctx.state is ContextState.CANCELLING:  # it is over, and cancelled is what the caller asked for
-            ctx.state = ContextState.CANCELLED
-            return [ContextDone(cid, cancelled=True)]
-        ctx.state = ContextState.FAILED
-        return [ContextFailed(cid, err)]
+        self._move(facts, Input.MALFORMED, err)
 
-    def _fail_all(self, err: TTSBridgeError) -> Iterable[Event]:
-        for cid, ctx in self.contexts.items():
-            if ctx.state.terminal:
-                continue
-            if ctx.state is ContextState.CANCELLING:
-                ctx.state = ContextState.CANCELLED
-                yield ContextDone(cid, cancelled=True)
-            else:
-                ctx.state = ContextState.FAILED
-                yield ContextFailed(cid, err)
+
+__all__ = [
+    "ERROR_CATALOG",
+    "PROVIDER",
+    "ContextFacts",
+    "ContextState",
+    "ErrorEffect",
+    "NineninesixProtocol",
+    "api_error",
+    "begin_retry",
+    "derive_urls",
+    "effect_of",
+    "may_retry",
+    "refuse",
+    "ws_url",
+]

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-import random
+import math
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
@@ -21,10 +22,13 @@ from typing import Any, cast
 import aiohttp
 
 from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.engine.backoff import Backoff
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
+from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
+from ttsbridge.policy.usage import NINENINESIX, TurnUsage, UsageMeter
 from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
 
 logger = logging.getLogger("ttsbridge.nineninesix")
@@ -35,7 +39,9 @@ def _wire_format(fmt: OutputFormat) -> str:
 
 
 class NineninesixTurn(Turn):
-    """One turn over one context (a fresh one per ``concurrent_limit`` retry)."""
+    """One turn over one context (a fresh one per retry). Its facts are the current context's
+    (:class:`~.facts.ContextFacts`, written by the protocol); the turn itself only knows what spans its
+    contexts: the caller cancelled it, its iteration is over, the provider is closing."""
 
     def __init__(
         self,
@@ -50,25 +56,20 @@ class NineninesixTurn(Turn):
         self.sample_rate = sample_rate
         self._resampler = StreamResampler(output_format.sample_rate, sample_rate)
         self._ctx: NineninesixContext | None = None
-        self._texts: list[str] = []
-        self._ended = False
-        self._cancelled = False
-        self._done = False
-        self._audio_started = False
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()  # cuts a retry backoff short (cancel, provider closed)
         self._closed_error: TTSBridgeError | None = None
-        self._error: TTSBridgeError | None = None  # what iteration raised: the turn failed
-        self._chars = 0
-        self.retries = 0
+        self._cancelled = False  # the caller cancelled the turn (whichever context it is on)
+        self._done = False  # the iteration is over (or the turn was cancelled)
+        self._retry_error: TTSBridgeError | None = None  # a retry that could not be made (no context has it)
 
     def __repr__(self) -> str:
         return f"NineninesixTurn(id={self.id!r}, rate={self.sample_rate}, done={self._done})"
 
-    async def _open(self) -> None:
+    async def _open(self, **kw: Any) -> None:
         o = self._options
         self._ctx = await self._provider.client.open_context(
-            self._format, model=o.model, voice=o.voice, language=o.language
+            self._format, model=o.model, voice=o.voice, language=o.language, **kw
         )
 
     @property
@@ -80,8 +81,17 @@ class NineninesixTurn(Turn):
         return self._ctx
 
     @property
+    def _facts(self) -> ContextFacts:
+        assert self._ctx is not None
+        return self._ctx.facts
+
+    @property
+    def retries(self) -> int:  # type: ignore[override]
+        return self._facts.retries if self._ctx else 0
+
+    @property
     def audio_started(self) -> bool:
-        return self._audio_started
+        return bool(self._ctx and self._facts.audio_bytes)
 
     @property
     def done(self) -> bool:
@@ -93,11 +103,11 @@ class NineninesixTurn(Turn):
 
     @property
     def characters_sent(self) -> int:
-        return self._chars
+        return self._facts.chars if self._ctx else 0
 
     @property
     def outcome(self) -> TurnOutcome | None:
-        if self._error is not None:
+        if self.error is not None:
             return "failed"
         if self._cancelled:
             return "cancelled"
@@ -105,40 +115,56 @@ class NineninesixTurn(Turn):
 
     @property
     def error(self) -> TTSBridgeError | None:
-        return self._error
+        """What the iteration raised: the current context's error (the protocol's record), or the error of a
+        retry that could not be made. None while the turn runs, and for a completed or cancelled turn."""
+        if not self._done or self._cancelled or self._ctx is None:
+            return None
+        return self._retry_error or self._facts.error
 
     @property
     def wire_format(self) -> str:
         return _wire_format(self._format)
 
+    @property
+    def usage(self) -> TurnUsage:
+        """Nineninesix's rule (:data:`~ttsbridge.policy.usage.NINENINESIX`) over the current context's facts:
+        every transcript of the turn is billed, also when cancelled; refunded when the server ends the turn
+        with an error. An earlier context was retried only when the server billed nothing of it."""
+        meter = UsageMeter(NINENINESIX, turn_id=self.id)
+        if self._ctx is not None:
+            facts = self._facts
+            for text in facts.texts:
+                meter.send(text)
+            meter.audio(facts.audio_bytes / (2 * self._format.sample_rate))
+        meter.settle(self.outcome, self.error_code, by_server=isinstance(self.error, TTSAPIError))
+        meter.heard(self.characters_heard)
+        return dataclasses.replace(meter.usage, retries=self.retries)
+
     async def send(self, text: str) -> None:
         if self._done or self._cancelled:
             raise TTSBridgeError(f"turn {self.id} is over; no more text can be sent")
-        if self._ended:
+        if self._facts.ended:
             raise TTSBridgeError(f"turn {self.id} was ended; no more text can be sent")
         if not text.strip():
             return  # the server trims transcripts: an empty one is only useful as an end marker
         async with self._lock:
             if self._cancelled:
                 return  # cancelled while this send waited for the lock: the text is not wanted any more
-            self._texts.append(text)
-            self._chars += len(text)
             await self._forward(lambda ctx: ctx.send(text))
 
     async def end(self) -> None:
-        if self._ended or self._done or self._cancelled:
+        if self._facts.ended or self._done or self._cancelled:
             return
         async with self._lock:
             if self._cancelled:
                 return
-            self._ended = True
             await self._forward(lambda ctx: ctx.end())
 
     async def _forward(self, op: Any) -> None:
+        """Run ``op`` on the context; an error after which the turn will be retried is not the caller's (the
+        protocol kept the text: the retry replays it)."""
         ctx = self._ctx
         assert ctx is not None
-        if ctx.error is not None and self._retry_possible(ctx.error, ctx):
-            return  # the iterator will replay everything on a fresh context
         try:
             await op(ctx)
         except TTSBridgeError as exc:
@@ -147,17 +173,11 @@ class NineninesixTurn(Turn):
             raise
 
     def _retry_possible(self, err: BaseException, ctx: NineninesixContext) -> bool:
-        """Whether the turn can be replayed on a fresh context: ``concurrent_limit`` (the server dropped the
-        context), or the connection was lost before any request of the context was written (the server
-        never heard of it, e.g. it closed an idle pooled socket just as the turn began). Never once audio
-        was delivered."""
-        if self._audio_started or self._cancelled or self._closed_error is not None:
+        """The protocol's verdict (:func:`~.facts.may_retry`), unless the turn was cancelled or the provider
+        is closing."""
+        if self._cancelled or self._closed_error is not None:
             return False
-        if self.retries >= self._provider.concurrent_limit_retries:
-            return False
-        if isinstance(err, TTSAPIError):
-            return err.error_code == "concurrent_limit"
-        return isinstance(err, TTSConnectionError) and ctx.requests_sent == 0
+        return may_retry(ctx.facts, err, self._provider.concurrent_limit_retries)
 
     async def cancel(self) -> None:
         """Barge-in: no audio is yielded after this returns. The cancel is on the wire when it returns; whether
@@ -197,14 +217,12 @@ class NineninesixTurn(Turn):
                                 return
                             out = self._resampler.process(pcm)
                             if out:
-                                self._audio_started = True
                                 yield out
                     if self._cancelled:
                         return
                     tail = self._resampler.flush()
                     self._done = True
                     if tail:
-                        self._audio_started = True
                         yield tail
                     return
                 except TTSBridgeError as exc:
@@ -216,30 +234,31 @@ class NineninesixTurn(Turn):
                     failure = exc
                 try:
                     await self._retry(failure)
-                except TTSBridgeError:
+                except TTSBridgeError as exc:
                     if self._cancelled:  # e.g. a replayed send refused because cancel() just ran
                         return
                     self._done = True
+                    self._retry_error = exc
                     raise
                 if self._cancelled:
                     return
-        except TTSBridgeError as exc:
-            self._error = exc
-            raise
         finally:
             if not self._done and not self._cancelled:
                 # The consumer left early (break, or its task was cancelled): nobody will read this turn.
                 await self._cancel(wait=False)
 
     async def _retry(self, exc: TTSBridgeError) -> None:
-        self.retries += 1
-        delay = self._provider.retry_backoff * (2 ** (self.retries - 1)) * (0.5 + random.random())
+        """The one place a turn is retried: the protocol counts the attempt and picks the fresh context_id,
+        the engine's backoff the delay; the protocol's record of the turn's text is replayed."""
+        failed = self._facts
+        attempt, fresh_id = begin_retry(failed)
+        delay = self._provider.backoff.delay(attempt)
         logger.info(
             "nineninesix: %s on context %s; retrying the turn on a fresh context in %.2fs (%d/%d)",
             getattr(exc, "error_code", exc),
             self.id,
             delay,
-            self.retries,
+            attempt,
             self._provider.concurrent_limit_retries,
         )
         with contextlib.suppress(asyncio.TimeoutError):
@@ -250,14 +269,14 @@ class NineninesixTurn(Turn):
             if self._closed_error is not None:
                 raise self._closed_error
             self._resampler.reset()
-            await self._open()
+            await self._open(context_id=fresh_id, retries=attempt)
             assert self._ctx is not None
             if self._cancelled:  # cancelled while the fresh context was being opened: it is not wanted
                 await self._ctx.cancel()
                 return
-            for text in self._texts:
+            for text in list(failed.texts):
                 await self._ctx.send(text)
-            if self._ended:
+            if failed.ended:
                 await self._ctx.end()
 
 
@@ -298,6 +317,11 @@ class NineninesixTurnProvider(TurnProvider):
         self.retry_backoff = retry_backoff
         self.wait_for_cancel_ack = wait_for_cancel_ack
         self._turns: weakref.WeakSet[NineninesixTurn] = weakref.WeakSet()
+
+    @property
+    def backoff(self) -> Backoff:
+        """Between retries: ``retry_backoff * 2**(n-1)``, jittered to 0.5x-1.5x."""
+        return Backoff(base=1.5 * self.retry_backoff, floor=1 / 3, cap=math.inf)
 
     def __repr__(self) -> str:
         return f"NineninesixTurnProvider({self.client!r}, options={self.options!r})"

@@ -52,6 +52,7 @@ from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
+from ttsbridge.pipecat._usage import TurnUsageMixin
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.tracing import PIPECAT_NAMES, TurnRecord
 from ttsbridge.turns import Turn, TurnProvider
@@ -287,7 +288,7 @@ class _TurnState:
         self.last_activity = time.monotonic()
 
 
-class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
+class TurnTTSService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     """A Pipecat ``WebsocketTTSService`` over a :class:`~ttsbridge.turns.TurnProvider`.
 
     Pipecat's audio contexts map one-to-one onto provider turns: the context id Pipecat assigns to an LLM turn
@@ -342,6 +343,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         self._turns: dict[str, _TurnState] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._refresher: asyncio.Task[None] | None = None
+        self._init_usage()
         self._sync_provider_options()
 
     # -- lifecycle ----------------------------------------------------------------------------------------
@@ -440,6 +442,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
                 return
             record.bind(turn)
             self._trace(context_id, record)
+            self._track_usage(context_id, turn)
             state = _TurnState(
                 context_id=context_id,
                 turn=turn,
@@ -563,6 +566,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
         finally:
             if self._turns.get(context_id) is state:
                 del self._turns[context_id]
+            await self._report_usage(context_id)
 
     def _ensure_refresher(self) -> None:
         """Start the service's audio-context refresher unless it runs (it stops once no turn is open)."""
@@ -625,6 +629,7 @@ class TurnTTSService(_TurnServiceMixin, WebsocketTTSService):
 
     async def _cancel_and_reap(self, state: _TurnState) -> None:
         await self._cancel_turn_quietly(state.turn)
+        await self._report_usage(state.context_id)
         reader = state.reader
         if reader is not None and not reader.done():
             # Turn.cancel() ends the iterator; the reader then returns on its own.

@@ -37,6 +37,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from ttsbridge._redact import redact
 from ttsbridge.audio.wav import write_wav
+from ttsbridge.policy.usage import TurnUsage, UsageTotals
 
 __all__ = ["DEMO_TEXT", "DemoStats", "ScriptedLLM", "run_demo"]
 
@@ -61,6 +62,8 @@ class DemoStats:
     endpoint: str
     voice: str | None
     errors: list[str] = field(default_factory=list)
+    #: the usage ledger of the run's turns (``usage.report()``: one line)
+    usage: UsageTotals = field(default_factory=UsageTotals)
 
     @property
     def ok(self) -> bool:
@@ -207,6 +210,12 @@ async def run_demo(
             tts = NineninesixTTSService(
                 api_key, base_url=base_url, encoding=encoding, settings=settings, **tts_kwargs
             )
+        usages: list[TurnUsage] = []
+
+        @tts.event_handler("on_turn_usage")
+        async def _on_usage(_tts: Any, usage: TurnUsage) -> None:
+            usages.append(usage)
+
         llm = ScriptedLLM([text], token_delay_s=token_delay_s)
         head, tail = _Recorder(), _Recorder()
         worker = PipelineWorker(
@@ -246,6 +255,7 @@ async def run_demo(
             endpoint=redact(endpoint, secrets),
             voice=voice,
             errors=[redact(e, secrets) for e in head.errors],
+            usage=UsageTotals.of(usages),
         )
     finally:
         if emulator is not None:

@@ -29,6 +29,11 @@ frozen snapshot, cheaply at any time):
   is settled by the failure rule and the replayed text is sent (and counted) again.
 
 :class:`UsageTotals` sums finished turns for the end-of-run report of ``ttsbridge say`` / ``ttsbridge demo``.
+
+Where it is fed today (``Turn.usage``): Nineninesix builds a meter at each snapshot from the current context's
+facts (the protocol's record of the turn's texts and audio) and the turn's outcome (:meth:`UsageMeter.settle`);
+Kitta reads the session protocol's segment statuses directly (the same rule: :data:`KITTA`); the adapters add
+the characters heard through ``Turn.note_heard``.
 """
 
 from __future__ import annotations
@@ -203,6 +208,17 @@ class UsageMeter:
     def failed(self, code: str | None, *, by_server: bool) -> None:
         if self._end(TurnEnd.FAILED, _FAILED_BY_SERVER if by_server else _FAILED_LOCALLY):
             self._error_code = code
+
+    def settle(self, outcome: str | None, code: str | None = None, *, by_server: bool = False) -> None:
+        """Apply a turn's ending as :class:`~ttsbridge.turns.Turn` reports it (``"done"``, ``"cancelled"``,
+        ``"failed"``; None: still running, nothing happens). The first ending wins, so it may be called on
+        every snapshot."""
+        if outcome == "done":
+            self.done()
+        elif outcome == "cancelled":
+            self.cancelled()
+        elif outcome == "failed":
+            self.failed(code, by_server=by_server)
 
     def retry(self, *, by_server: bool) -> None:
         """The attempt failed and the provider retries on a fresh context/session: settle its units."""

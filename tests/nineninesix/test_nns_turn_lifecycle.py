@@ -486,26 +486,28 @@ def test_done_before_our_continue_false_ends_nothing() -> None:
     import base64
     import json
 
+    from proto_driver import Driver
+
+    from ttsbridge.engine import AudioReceived, TurnDone
     from ttsbridge.nineninesix import NineninesixProtocol
-    from ttsbridge.nineninesix.protocol import AudioReceived, ContextDone
 
     def frame(**kw: Any) -> str:
         return json.dumps(kw)
 
-    p = NineninesixProtocol(OutputFormat())
-    p.open_context("a")
-    p.generation("a", "First.", continue_=True)
+    p = Driver(NineninesixProtocol(OutputFormat()))
+    p.open("a")
+    p.send("a", "First.")
     # a done before our continue: false (the spec sends none): the turn goes on, its later audio is kept
-    assert p.receive(frame(type="done", context_id="a", done=True, status_code=200)) == []
+    assert p.rx(frame(type="done", context_id="a", done=True, status_code=200)) == []
     assert p.state("a") is ContextState.OPEN
-    p.generation("a", "Second.", continue_=True)
+    p.send("a", "Second.")
     pcm = b"\x01\x00\x02\x00"
     chunk = frame(
         type="chunk", context_id="a", done=False, status_code=206, data=base64.b64encode(pcm).decode()
     )
-    assert p.receive(chunk) == [AudioReceived("a", pcm)]
+    assert p.rx(chunk) == [AudioReceived("a", pcm)]
     p.end("a")
-    assert p.receive(frame(type="done", context_id="a", done=True, status_code=200)) == [ContextDone("a")]
+    assert p.rx(frame(type="done", context_id="a", done=True, status_code=200)) == [TurnDone("a")]
     assert p.state("a") is ContextState.DONE
 
 

@@ -1,0 +1,170 @@
+"""The one sans-I/O contract both providers implement (modelled on ``websockets.protocol.Protocol``, h11).
+
+A :class:`TurnProtocol` is the state of one connection and of every turn on it. It does no I/O and reads no
+clock: the caller passes ``now`` (seconds, any monotonic clock; the engine uses the event loop's).
+
+- inputs:   :meth:`receive` (one frame), :meth:`connection_lost`, :meth:`tick` (fires due deadlines)
+- commands: :meth:`open_turn`, :meth:`send_text`, :meth:`end_turn`, :meth:`cancel_turn`: they queue frames
+- outputs:  :meth:`data_to_send` (frames to write, in order), :meth:`events_received` (events, in order),
+            :meth:`next_deadline` (when :meth:`tick` must be called next)
+- queries:  :attr:`closed`, :meth:`turn_state`, :meth:`live_turns`, per-turn facts (providers add theirs)
+- handshake: :meth:`connect_request` (URL, headers, subprotocols; secrets masked in its repr) and
+            :meth:`handshake_failed` (the typed error for a rejected upgrade)
+
+Everything that *decides* lives in the implementation: URLs, the error catalog's effects, retry eligibility,
+deadlines. The asyncio side (:class:`~ttsbridge.engine.connection.Connection`) only moves bytes and events.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ttsbridge._redact import redact
+from ttsbridge.engine.events import Event
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSTimeoutError
+
+Frame = str | bytes
+
+
+@dataclass(frozen=True)
+class ConnectRequest:
+    """What to open: the URL, extra headers and subprotocols. ``secrets`` are masked in ``repr`` and logs."""
+
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+    subprotocols: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def safe_url(self) -> str:
+        return redact(self.url, self.secrets)
+
+    def __repr__(self) -> str:
+        heads = tuple((k, redact(v, self.secrets)) for k, v in self.headers)
+        return f"ConnectRequest(url={self.safe_url!r}, headers={heads!r}, subprotocols={self.subprotocols!r})"
+
+
+def describe_close(code: int | None, reason: str) -> str:
+    """The text of a lost connection: ``code`` is the close code the server sent (None: no close frame was
+    received, and ``reason`` describes what happened instead)."""
+    if code is None:
+        return reason
+    return f"connection closed by the server (code {code}{': ' + reason if reason else ''})"
+
+
+class TurnProtocol(abc.ABC):
+    """Base of every provider protocol: the two output queues and the contract of inputs and commands."""
+
+    #: Provider name, used in error texts and logs (``"nineninesix"``, ``"kitta"``).
+    provider: str = ""
+
+    def __init__(self) -> None:
+        self._outbox: list[Frame] = []
+        self._events: list[Event] = []
+
+    # --- outputs (concrete: implementations fill them with _send / _emit) -----------------------------------
+
+    def data_to_send(self) -> list[Frame]:
+        """Frames to write, in order. Each is handed out once: after this call it counts as written."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    def has_data_to_send(self) -> bool:
+        return bool(self._outbox)
+
+    def events_received(self) -> list[Event]:
+        """Events since the last call, in order."""
+        out, self._events = self._events, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` must be called next (None: no deadline pending)."""
+        return None
+
+    def tick(self, now: float) -> None:  # noqa: B027 - a protocol without deadlines has nothing to fire
+        """Fire every deadline due at ``now`` (an owed audio that never came fails its turn...)."""
+
+    def _send(self, frame: Frame) -> None:
+        self._outbox.append(frame)
+
+    def _emit(self, event: Event) -> None:
+        self._events.append(event)
+
+    # --- handshake ----------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def connect_request(self) -> ConnectRequest:
+        """The URL (and headers, subprotocols) this connection opens with."""
+
+    @abc.abstractmethod
+    def handshake_failed(self, status: int, body: bytes) -> TTSBridgeError:
+        """The typed error for an upgrade the server rejected with HTTP ``status`` and ``body``."""
+
+    def handshake_rejected(self, status: int, headers: Mapping[str, str], body: bytes) -> TTSBridgeError:
+        """What the connection calls for a rejected upgrade: :meth:`handshake_failed` by default; a provider
+        that reads the response headers (Kitta: ``Retry-After``) overrides this."""
+        return self.handshake_failed(status, body)
+
+    def close_frame(self) -> tuple[int, str]:
+        """The close code and reason our side sends when it closes the socket: 1000 by default; a provider
+        whose protocol decided another (Kitta: 1002 after a protocol error) overrides this."""
+        return (1000, "")
+
+    def connect_failed(self, kind: str, detail: str, timeout: float) -> TTSBridgeError:
+        """The typed error for a connect that failed before any HTTP status: ``kind`` is ``"timeout"`` (after
+        ``timeout`` seconds), ``"invalid_uri"``, ``"invalid_handshake"`` or ``"network"``; ``detail`` is
+        already redacted. Providers override it to word (or judge) these differently."""
+        safe = self.connect_request().safe_url
+        if kind == "timeout":
+            return TTSTimeoutError(f"{self.provider}: connecting to {safe} timed out after {timeout:.1f}s")
+        return TTSConnectionError(f"{self.provider}: cannot connect to {safe}: {detail}")
+
+    # --- inputs -------------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def receive(self, frame: Frame, now: float) -> None:
+        """One frame from the server. A malformed one fails its turn (or the connection), never raises."""
+
+    @abc.abstractmethod
+    def connection_lost(self, code: int | None, reason: str, now: float) -> None:
+        """The socket closed (``code`` from the server's close frame) or dropped (``code`` None): every live
+        turn ends, then :class:`~ttsbridge.engine.events.ConnectionFailed`. Idempotent."""
+
+    # --- commands (queue frames; never I/O) ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def open_turn(self, turn_id: str, now: float, **options: Any) -> None:
+        """Start a turn. Raises :class:`~ttsbridge.errors.TTSConnectionError` once :attr:`closed`."""
+
+    @abc.abstractmethod
+    def send_text(self, turn_id: str, text: str, now: float) -> None:
+        """Queue text of the turn."""
+
+    @abc.abstractmethod
+    def end_turn(self, turn_id: str, now: float) -> None:
+        """No more text: the server completes the turn."""
+
+    @abc.abstractmethod
+    def cancel_turn(self, turn_id: str, now: float) -> None:
+        """Barge-in: stop the turn (its end event follows, at once or on the server's acknowledgement)."""
+
+    # --- queries ------------------------------------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def closed(self) -> bool:
+        """True once the connection failed or was closed: no turn can be opened on it any more."""
+
+    @abc.abstractmethod
+    def turn_state(self, turn_id: str) -> Hashable | None:
+        """The turn's state (a provider enum), or None for a turn this connection does not know."""
+
+    @abc.abstractmethod
+    def live_turns(self) -> Sequence[str]:
+        """Ids of the turns not yet over."""
+
+
+__all__ = ["ConnectRequest", "Frame", "TurnProtocol", "describe_close"]

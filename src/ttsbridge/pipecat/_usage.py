@@ -1,0 +1,122 @@
+"""The per-turn usage ledger of the Pipecat WebSocket services: reported through Pipecat's usage metrics and
+an ``on_turn_usage`` event handler.
+
+Pipecat's own TTS usage metric is ``len(text)`` of every request (or of the whole streamed text in TOKEN
+mode). Here it is replaced by one ``TTSUsageMetricsData`` per turn whose ``value`` is the characters the
+provider *bills* (:attr:`~ttsbridge.policy.usage.TurnUsage.characters_billed`), reported once the turn is
+over and its audio context has finished playing (or was interrupted), when the bill is known. The whole
+:class:`~ttsbridge.policy.usage.TurnUsage` goes to ``on_turn_usage(service, usage)``.
+
+Characters heard are counted here: the words the service timed (``add_word_timestamps``) are heard when
+Pipecat plays them out of the audio context (``_add_word_timestamps``, in playback order); an interruption
+drops the rest.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+from pipecat.frames.frames import MetricsFrame
+from pipecat.metrics.metrics import TTSUsageMetricsData
+
+from ttsbridge.policy.usage import TurnUsage
+from ttsbridge.policy.words import TimedWord, WordClock
+from ttsbridge.turns import Turn
+
+__all__ = ["TurnUsageMixin"]
+
+#: How many finished turns' ledgers may wait for their report (a context that never completes).
+_LEDGERS_KEPT = 256
+
+
+@dataclass(eq=False)
+class _Ledger:
+    turn: Turn
+    words: deque[TimedWord] = field(default_factory=deque)  # timed, not yet played
+    playback_over: bool = False
+
+
+class TurnUsageMixin:
+    """Usage reporting for :class:`~ttsbridge.pipecat.TurnTTSService` (must come before the Pipecat base)."""
+
+    _ledgers: dict[str, _Ledger]
+
+    def _init_usage(self) -> None:
+        self._ledgers = {}
+        self._register_event_handler("on_turn_usage")  # type: ignore[attr-defined]
+
+    @property
+    def _streamed_text(self) -> str:
+        """Pipecat reports ``len`` of the streamed text at the end of a TOKEN-mode turn; the billed characters
+        are reported instead, so it never accumulates."""
+        return ""
+
+    @_streamed_text.setter
+    def _streamed_text(self, value: str) -> None:
+        pass
+
+    async def start_tts_usage_metrics(self, text: str) -> None:
+        """Not per request: one usage metric per turn, with the characters billed (see the module docs)."""
+
+    def _track_usage(self, context_id: str, turn: Turn) -> None:
+        self._ledgers[context_id] = _Ledger(turn)
+        while len(self._ledgers) > _LEDGERS_KEPT:
+            self._ledgers.pop(next(iter(self._ledgers)))
+
+    async def _push_words(self, clock: WordClock, words: list[TimedWord], context_id: str) -> None:
+        ledger = self._ledgers.get(context_id)
+        if ledger is not None and self.audio_context_available(context_id):  # type: ignore[attr-defined]
+            ledger.words.extend(words)
+        await super()._push_words(clock, words, context_id)  # type: ignore[misc]
+
+    async def _add_word_timestamps(
+        self, word_times: list[tuple[str, float]], context_id: str | None = None, **kwargs: Any
+    ) -> None:
+        played = self._word_timestamp_tracker.started  # type: ignore[attr-defined]
+        await super()._add_word_timestamps(word_times, context_id, **kwargs)  # type: ignore[misc]
+        ledger = self._ledgers.get(context_id) if played and context_id else None
+        if ledger is not None:
+            for _ in word_times:
+                if ledger.words:
+                    ledger.turn.note_heard(len(ledger.words.popleft().text))
+
+    async def on_audio_context_completed(self, context_id: str) -> None:
+        await super().on_audio_context_completed(context_id)  # type: ignore[misc]
+        await self._playback_over(context_id)
+
+    async def on_audio_context_interrupted(self, context_id: str) -> None:
+        await super().on_audio_context_interrupted(context_id)  # type: ignore[misc]
+        await self._playback_over(context_id)
+
+    async def _playback_over(self, context_id: str) -> None:
+        ledger = self._ledgers.get(context_id)
+        if ledger is not None:
+            ledger.playback_over = True
+            ledger.words.clear()  # an interruption dropped them; a completed context played them all
+            await self._report_usage(context_id)
+
+    async def _report_usage(self, context_id: str) -> None:
+        """Report the turn's usage once it is over and its playback too (called wherever either happens)."""
+        ledger = self._ledgers.get(context_id)
+        if ledger is None or not ledger.playback_over or not ledger.turn.done:
+            return
+        del self._ledgers[context_id]
+        usage = ledger.turn.usage
+        try:
+            await self._push_usage_metrics(usage)
+            await self._call_event_handler("on_turn_usage", usage)  # type: ignore[attr-defined]
+        except Exception as exc:  # reporting must never break the pipeline
+            logger.warning(f"{self} usage report of context {context_id} failed: {type(exc).__name__}")
+
+    async def _push_usage_metrics(self, usage: TurnUsage) -> None:
+        if not (self.can_generate_metrics() and self.usage_metrics_enabled):  # type: ignore[attr-defined]
+            return
+        metrics = self._metrics  # type: ignore[attr-defined]
+        data = TTSUsageMetricsData(
+            processor=metrics._processor_name(), model=metrics._model_name(), value=usage.characters_billed
+        )
+        logger.debug(f"{self} usage: {usage}")
+        await self.push_frame(MetricsFrame(data=[data]))  # type: ignore[attr-defined]
