@@ -135,6 +135,8 @@ async def _soak_pipecat(
     def watch(frame: Any) -> None:
         report.frames_seen += 1
         seen.append(weakref.ref(frame))
+        if len(seen) >= 2048:  # keep the list itself bounded: drop the refs of frames already gone
+            seen[:] = [r for r in seen if r() is not None]
         if isinstance(frame, EndFrame):
             gc.collect()
             report.frames_alive = sum(1 for r in seen if r() is not None)
