@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,9 @@ def ignore_close(conn: ServerConnection) -> None:
     conn.transport.pause_reading()
 
 
+#: how many client messages a server keeps for the tests that look at them
+MESSAGES_KEPT = 1000
+
 @dataclass
 class LoopbackServer:
     """``async with LoopbackServer("nineninesix" | "kitta") as srv:`` then ``srv.base_url``.
@@ -59,8 +63,9 @@ class LoopbackServer:
     handshake: list[Any] = field(default_factory=list)
     #: (mutation, turn text) of every armed mutation that fired, for reports
     fired: list[Mutation] = field(default_factory=list)
-    #: every message the clients sent, decoded, in arrival order
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    #: the last ``MESSAGES_KEPT`` messages the clients sent, decoded, in arrival order (bounded: a soak's
+    #: server must not grow with the turn count, or the RSS slope measures the test server)
+    messages: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MESSAGES_KEPT))
     connections: int = 0
     #: replies started (Nineninesix contexts, Kitta sessions)
     turns: int = 0
