@@ -52,7 +52,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_peers import EmulatorProcess, emulator_process
 from overhead_systems import LEVELS, LiveKitStreams, PipecatStreams, Scenario, Streams, Turn, now
-from trials import add_trial_flags, apply_trials
 
 TAG = re.compile(r"\b(\d{7})\b")
 
@@ -290,13 +289,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--first-chunk-latency", type=float, default=0.0, help="emulator: seconds to first chunk")
     ap.add_argument("--rss-streams", type=int, default=20, help="instances for the RSS deltas (0: skip)")
     ap.add_argument("--log-level", default="CRITICAL")
-    add_trial_flags(ap)
     return ap.parse_args(argv)
 
 
 if __name__ == "__main__":
     a = parse()
     quiet_logs(a.log_level)
-    for trial in apply_trials(a):
-        print(f"bench-only trial: {trial}")
     asyncio.run(main(a))

@@ -23,13 +23,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared loopback server
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "reliability"))
 
 from harness import PROVIDERS, SURFACES, scan_keys
-from loopback import KITTA_KINDS, NNS_KINDS, Mutation
 from soak import soak
 from surfaces import run_case
 from test_drops import POINTS
+
+from loopback import KITTA_KINDS, NNS_KINDS, Mutation
 
 KINDS = {"nineninesix": NNS_KINDS, "kitta": KITTA_KINDS}
 

@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_overhead import LEVELS, SCENARIOS, batch, quiet_logs
 from bench_peers import emulator_process
-from trials import add_trial_flags, apply_trials
 
 #: (area, substring of the function's file or name); first match wins, in order
 AREAS: list[tuple[str, str]] = [
@@ -44,7 +43,7 @@ AREAS: list[tuple[str, str]] = [
     ("ours: nineninesix client/protocol", "ttsbridge/nineninesix/"),
     ("ours: turns.py", "ttsbridge/turns.py"),
     ("ours: pipecat adapter", "ttsbridge/pipecat/"),
-    ("ours: livekit adapter", "ttsbridge/livekit_adapter.py"),
+    ("ours: livekit adapter", "ttsbridge/livekit/"),
     ("ours: livekit plugin", "livekit/plugins/nineninesix"),
     ("peer: cartesia plugin", "cartesia"),
     ("websockets library", "websockets/"),
@@ -150,9 +149,6 @@ if __name__ == "__main__":
     ap.add_argument("--first-chunk-latency", type=float, default=0.0)
     ap.add_argument("--dump", default="", help="write the pstats file here")
     ap.add_argument("--log-level", default="CRITICAL")
-    add_trial_flags(ap)
     a = ap.parse_args()
     quiet_logs(a.log_level)
-    for trial in apply_trials(a):
-        print(f"bench-only trial: {trial}")
     asyncio.run(run(a))

@@ -8,6 +8,19 @@ from typing import Any
 from ttsbridge._redact import redact
 
 
+def _mask_frame(arg: Any, secrets: tuple[str, ...]) -> Any:
+    """websockets logs frames at DEBUG with binary payloads shown as hex, where a text mask cannot see a key
+    (Kitta's in-band ``auth`` frame): such a frame is shown by its size only."""
+    data = getattr(arg, "data", None)
+    opcode = getattr(arg, "opcode", None)
+    if opcode is None or not isinstance(data, (bytes, bytearray, memoryview)):
+        return arg
+    raw = bytes(data)
+    if any(s and s.encode() in raw for s in secrets):
+        return f"{opcode.name} *** [{len(raw)} bytes, credential masked]"
+    return arg
+
+
 class RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
     """Formats each message, masks keys and key-looking URL parameters, then logs the safe text."""
 
@@ -18,6 +31,8 @@ class RedactingLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
         if not self.isEnabledFor(level):
             return
+        if args and self._secrets:
+            args = tuple(_mask_frame(a, self._secrets) for a in args)
         try:
             text = str(msg) % args if args else str(msg)
         except (TypeError, ValueError):

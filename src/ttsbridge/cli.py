@@ -42,13 +42,16 @@ def _progress(msg: str) -> None:
 @contextlib.asynccontextmanager
 async def _target(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | None, Any]]:
     """(base_url, api_key, emulator or None): the real service given a key or URL, else the emulator."""
-    env_key = "KITTA_API_KEY" if args.provider == "kitta" else "NINENINESIX_API_KEY"
+    from ttsbridge.kitta.client import API_KEY_ENV as KITTA_KEY_ENV
+    from ttsbridge.nineninesix.catalog import API_KEY_ENV as NINENINESIX_KEY_ENV
+
+    env_key = KITTA_KEY_ENV if args.provider == "kitta" else NINENINESIX_KEY_ENV
     key = args.api_key or os.environ.get(env_key)
     if args.base_url or (key and not args.emulator):
         if args.base_url:
             yield args.base_url, key, None
         else:
-            from ttsbridge.kitta.client import DEFAULT_BASE_URL as KITTA_URL
+            from ttsbridge.kitta.models import DEFAULT_BASE_URL as KITTA_URL
             from ttsbridge.nineninesix.models import DEFAULT_BASE_URL
 
             yield (KITTA_URL if args.provider == "kitta" else DEFAULT_BASE_URL), key, None

@@ -29,7 +29,7 @@ from livekit.plugins import nineninesix
 from support import wait_until
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_frequency
-from ttsbridge.livekit_adapter import DEFAULT_CHARS_PER_SECOND
+from ttsbridge.livekit import DEFAULT_CHARS_PER_SECOND
 
 
 def test_plugin_is_registered_with_its_logger() -> None:

@@ -9,7 +9,7 @@ from lk_helpers import BOUND, FAST, S1, S2, Events, make_tts, run_stream
 from test_livekit_kitta import make_kitta
 
 from ttsbridge.emulator import Emulator
-from ttsbridge.livekit_usage import TURN_USAGE_EVENT
+from ttsbridge.livekit import TURN_USAGE_EVENT
 from ttsbridge.policy.usage import TurnEnd, TurnUsage
 
 

@@ -1,6 +1,6 @@
 """A server that misbehaves (issue 9): frames the client cannot parse, a flood behind a close reply, an
-unsolicited ``context_not_found``. Over a real loopback WebSocket server (``nns_loopback.py``): the emulator sends
-only well-formed frames. Every test ends with no socket open on the server and no task of the client left.
+unsolicited ``context_not_found``. Over the shared loopback server (``tests/loopback``), scripted: the emulator
+sends only well-formed frames. Every test ends with no socket open on the server and no task of the client left.
 """
 
 from __future__ import annotations
@@ -11,26 +11,31 @@ import json
 from typing import Any
 
 import pytest
-from nns_loopback import (
-    API_KEY,
-    LoopbackServer,
-    chunk,
-    collect,
-    done,
-    no_client_tasks_left,
-    send_json,
-)
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from loopback import LoopbackServer, Script, collect, nns_chunk, nns_done, no_client_tasks_left, send
 from support import wait_until
 from ttsbridge.errors import TTSAPIError, TTSConnectionError
 from ttsbridge.nineninesix import NineninesixClient, NineninesixOptions, NineninesixTurnProvider, OutputFormat
 from ttsbridge.nineninesix.frames import NineninesixProtocolError
 
+API_KEY = "sk_996_loopback_test_key"
 WAIT = 5.0
 FMT = OutputFormat(sample_rate=16000)
 FLOOD_BURST = 200
+#: Long on purpose: the server never gives up on a half-closed socket before a test's bounded wait does, so a
+#: socket the client leaves half-closed is seen as open.
+SERVER_CLOSE_TIMEOUT = 20.0
+PCM = b"\x01\x00" * 160
+
+
+def loopback(script: Script) -> LoopbackServer:
+    return LoopbackServer("nineninesix", script=script, close_timeout=SERVER_CLOSE_TIMEOUT)
+
+
+def chunk(context_id: Any, audio: bytes = PCM) -> dict[str, Any]:
+    return nns_chunk(context_id, audio)
 
 
 def make_client(srv: LoopbackServer, **kw: Any) -> NineninesixClient:
@@ -43,7 +48,7 @@ def answer_with(bad: Any) -> Any:
     async def on_message(ws: ServerConnection, msg: dict[str, Any]) -> None:
         if msg.get("continue") is False:
             cid = msg["context_id"]
-            await send_json(ws, chunk(cid))
+            await send(ws, chunk(cid))
             await ws.send(bad if isinstance(bad, str) else json.dumps(bad(cid)))
 
     return on_message
@@ -69,7 +74,7 @@ def answer_with(bad: Any) -> Any:
     ids=["null-fields-error", "context-id-not-a-string", "not-json"],
 )
 async def test_a_frame_the_client_cannot_parse_leaves_no_socket_or_task(bad: Any) -> None:
-    async with LoopbackServer(answer_with(bad)) as srv:
+    async with loopback(answer_with(bad)) as srv:
         client = make_client(srv)
         try:
             ctx = await client.open_context(FMT)
@@ -79,12 +84,12 @@ async def test_a_frame_the_client_cannot_parse_leaves_no_socket_or_task(bad: Any
         finally:
             await client.aclose()
         await wait_until(lambda: srv.open_connections == 0, WAIT)
-        await no_client_tasks_left()
+        await no_client_tasks_left("nineninesix-")
 
 
 async def test_a_malformed_frame_through_the_provider_leaves_no_socket_or_task() -> None:
     bad = answer_with(lambda cid: {"type": "error", "context_id": cid, "error_code": None, "done": None})
-    async with LoopbackServer(bad) as srv:
+    async with loopback(bad) as srv:
         provider = NineninesixTurnProvider(API_KEY, base_url=srv.base_url, options=NineninesixOptions())
         try:
             turn = await provider.open_turn(sample_rate=16000)
@@ -95,7 +100,7 @@ async def test_a_malformed_frame_through_the_provider_leaves_no_socket_or_task()
         finally:
             await provider.aclose()
         await wait_until(lambda: srv.open_connections == 0, WAIT)
-        await no_client_tasks_left()
+        await no_client_tasks_left("nineninesix-")
 
 
 # --- 9.2: the close after a connection-level error completes while the server keeps streaming --------------
@@ -111,13 +116,13 @@ def flooding_server(floods: list[asyncio.Task[None]]) -> Any:
                 # bursts without yielding (send() only waits when the socket is full): the close reply the
                 # server sends when it reads our close frame is queued behind many unread frames
                 for _ in range(FLOOD_BURST):
-                    await send_json(ws, chunk(cid, b"\x01\x00" * 2000))
+                    await send(ws, chunk(cid, b"\x01\x00" * 2000))
                 await asyncio.sleep(0)
 
     async def on_message(ws: ServerConnection, msg: dict[str, Any]) -> None:
         cid = msg["context_id"]
         if msg.get("transcript") == "Doomed.":
-            await send_json(
+            await send(
                 ws, {"type": "error", "context_id": cid, "error_code": "brand_new", "status_code": 500}
             )
         if msg.get("transcript") in ("Flood.", "Doomed."):
@@ -128,7 +133,7 @@ def flooding_server(floods: list[asyncio.Task[None]]) -> Any:
 
 async def test_the_close_after_a_socket_closing_error_completes_while_the_server_keeps_streaming() -> None:
     floods: list[asyncio.Task[None]] = []
-    async with LoopbackServer(flooding_server(floods)) as srv:
+    async with loopback(flooding_server(floods)) as srv:
         client = make_client(srv)
         try:
             waiting = await client.open_context(FMT)
@@ -145,12 +150,12 @@ async def test_the_close_after_a_socket_closing_error_completes_while_the_server
             await asyncio.wait_for(asyncio.gather(*floods), WAIT)  # the server's sends stopped too
         finally:
             await client.aclose()
-        await no_client_tasks_left()
+        await no_client_tasks_left("nineninesix-")
 
 
 async def test_aclose_completes_while_the_server_keeps_streaming() -> None:
     floods: list[asyncio.Task[None]] = []
-    async with LoopbackServer(flooding_server(floods)) as srv:
+    async with loopback(flooding_server(floods)) as srv:
         client = make_client(srv)
         ctx = await client.open_context(FMT)
         await ctx.end("Flood.")
@@ -161,7 +166,7 @@ async def test_aclose_completes_while_the_server_keeps_streaming() -> None:
                 pass
         await wait_until(lambda: srv.open_connections == 0, WAIT)
         await asyncio.wait_for(asyncio.gather(*floods), WAIT)
-        await no_client_tasks_left()
+        await no_client_tasks_left("nineninesix-")
 
 
 # --- 9.3: a malformed chunk fails its turn only --------------------------------------------------------------
@@ -171,14 +176,14 @@ async def test_a_chunk_whose_data_is_not_base64_fails_only_its_turn_and_is_cance
     async def on_message(ws: ServerConnection, msg: dict[str, Any]) -> None:
         cid = msg["context_id"]
         if msg.get("cancel"):
-            await send_json(ws, done(cid) | {"cancelled": True})
+            await send(ws, nns_done(cid) | {"cancelled": True})
         elif msg.get("transcript") == "Broken.":
-            await send_json(ws, chunk(cid) | {"data": 12345})
+            await send(ws, chunk(cid) | {"data": 12345})
         elif msg.get("continue") is False:
-            await send_json(ws, chunk(cid))
-            await send_json(ws, done(cid))
+            await send(ws, chunk(cid))
+            await send(ws, nns_done(cid))
 
-    async with LoopbackServer(on_message) as srv:
+    async with loopback(on_message) as srv:
         client = make_client(srv)
         try:
             broken = await client.open_context(FMT)
@@ -194,7 +199,7 @@ async def test_a_chunk_whose_data_is_not_base64_fails_only_its_turn_and_is_cance
         finally:
             await client.aclose()
         await wait_until(lambda: srv.open_connections == 0, WAIT)
-        await no_client_tasks_left()
+        await no_client_tasks_left("nineninesix-")
 
 
 # --- 9.6: context_not_found for a live context we never cancelled -------------------------------------------
@@ -205,12 +210,12 @@ async def test_unsolicited_context_not_found_fails_the_turn_at_once_and_keeps_th
         cid = msg["context_id"]
         if msg.get("transcript") == "Lost.":
             error = {"type": "error", "context_id": cid, "done": True}
-            await send_json(ws, error | {"error_code": "context_not_found", "status_code": 404})
+            await send(ws, error | {"error_code": "context_not_found", "status_code": 404})
         elif msg.get("continue") is False:
-            await send_json(ws, chunk(cid))
-            await send_json(ws, done(cid))
+            await send(ws, chunk(cid))
+            await send(ws, nns_done(cid))
 
-    async with LoopbackServer(on_message) as srv:
+    async with loopback(on_message) as srv:
         # a long receive_timeout: if the frame were ignored, the turn would wait for audio that never comes
         provider = NineninesixTurnProvider(
             API_KEY,
@@ -233,4 +238,4 @@ async def test_unsolicited_context_not_found_fails_the_turn_at_once_and_keeps_th
         finally:
             await provider.aclose()
         await wait_until(lambda: srv.open_connections == 0, WAIT)
-        await no_client_tasks_left()
+        await no_client_tasks_left("nineninesix-")

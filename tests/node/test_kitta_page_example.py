@@ -21,7 +21,7 @@ from ttsbridge.emulator import TONE_VOICE_ID, tone_duration, tone_frequency
 
 SPOKEN = "Hello from Realtime TTS v2."  # the text the example sends
 RATE = 24_000
-MP3_FRAME, MP3_PRIMING = 576, 1105  # see tests/kitta/test_emulator_formats.py
+MP3_FRAME, MP3_PRIMING = 576, 1105  # see tests/kitta/test_kitta_emulator_formats.py
 PAGE = Path("/work/shared/specs/kitta-realtime-tts-v2.txt")
 WAIT_S = 60.0
 

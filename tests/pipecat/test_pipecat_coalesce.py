@@ -1,8 +1,9 @@
 """Coalescing: a turn that offers ``take_ready(max_bytes)`` has its already-queued chunks pushed as one frame.
 
-No provider offers ``take_ready`` yet (the turn engine will); :class:`_Buffered` is a real :class:`Turn` over
-the emulator's turn that reads it to its end first, so every chunk after the first is already queued when
-the service reads it: the adapter's coalescing path runs deterministically.
+:class:`_Buffered` is a real :class:`Turn` over the emulator's turn that reads it to its end first, so every
+chunk after the first is already queued when the service reads it: the adapter's coalescing path runs
+deterministically. The Nineninesix turn offers ``take_ready`` itself (the engine's ``TurnStream``): there a
+slow consumer (the first frame's append held until the whole turn was received) makes the rest queue up.
 """
 
 from __future__ import annotations
@@ -12,10 +13,36 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from pc_helpers import S1, audio_frames, audio_of, errors_of, make_tts, run, tone_len, words_of
-from pipecat.frames.frames import LLMFullResponseEndFrame, LLMFullResponseStartFrame, LLMTextFrame
+from pc_helpers import (
+    S1,
+    S2,
+    S3,
+    Gate,
+    InterruptWhen,
+    Probe,
+    audio_frames,
+    audio_of,
+    errors_of,
+    make_tts,
+    pipeline,
+    run,
+    tone_len,
+    words_of,
+)
+from pipecat.frames.frames import (
+    Frame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSTextFrame,
+)
 
+from support import wait_until
 from ttsbridge.emulator import Emulator
+from ttsbridge.nineninesix.provider import NineninesixTurn
+from ttsbridge.pipecat import NineninesixTTSService
 from ttsbridge.turns import Turn
 
 
@@ -84,3 +111,88 @@ async def test_queued_chunks_go_out_as_frames_of_at_most_100_ms_with_every_word(
     assert len(sizes) < opened[0].chunks  # queued chunks were joined
     assert len(audio_of(down)) / 2 / 24000 == pytest.approx(tone_len(S1), abs=0.02)  # nothing lost
     assert " ".join(words_of(down)) == S1  # every word, once, in order
+
+
+class _SlowConsumer:
+    """Wraps the service's real Nineninesix turns: records what each ``take_ready`` call returned (and whether
+    the turn was cancelled by then), and holds the first audio frame's append until the whole turn was
+    received, so every later chunk is queued when the service reads it. With ``hold_second``, the second
+    frame's append waits until the turn was cancelled (a barge-in while coalesced audio is queued)."""
+
+    def __init__(
+        self, tts: NineninesixTTSService, monkeypatch: pytest.MonkeyPatch, *, hold_second: bool = False
+    ) -> None:
+        self.turns: list[NineninesixTurn] = []
+        self.taken: list[tuple[int, bool]] = []  # (bytes returned, the turn was cancelled)
+        self.appended = 0
+        self._hold_second = hold_second
+        self._open, self._append = tts.provider.open_turn, tts.append_to_audio_context
+        monkeypatch.setattr(tts.provider, "open_turn", self.open_turn)
+        monkeypatch.setattr(tts, "append_to_audio_context", self.append)
+
+    async def open_turn(self, **kwargs: Any) -> NineninesixTurn:
+        turn = await self._open(**kwargs)
+        assert isinstance(turn, NineninesixTurn)
+        real = turn.take_ready
+
+        def take_ready(max_bytes: int) -> bytes:
+            out = real(max_bytes)
+            self.taken.append((len(out), turn.outcome == "cancelled"))
+            return out
+
+        turn.take_ready = take_ready  # type: ignore[method-assign]  # what the adapter's getattr finds
+        self.turns.append(turn)
+        return turn
+
+    async def append(self, context_id: str, frame: Frame) -> None:
+        if isinstance(frame, TTSAudioRawFrame):
+            self.appended += 1
+            turn = self.turns[-1]
+            if self.appended == 1:
+                ctx = turn.context
+                assert ctx is not None
+                await wait_until(lambda: ctx.facts.state.terminal, timeout=10.0)
+            elif self.appended == 2 and self._hold_second:
+                await wait_until(lambda: turn.outcome == "cancelled", timeout=10.0)
+        await self._append(context_id, frame)
+
+
+async def test_the_nineninesix_turn_coalesces_queued_chunks_with_every_word(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tts = make_tts(emu)
+    slow = _SlowConsumer(tts, monkeypatch)
+    frames = [LLMFullResponseStartFrame(), LLMTextFrame(S1), LLMFullResponseEndFrame()]
+    down, up = await run(tts, frames, rate=24000)
+
+    assert not errors_of(up)
+    assert len(slow.turns) == 1
+    assert sum(1 for n, _ in slow.taken if n) >= 2  # coalescing ran on the real turn
+    sizes = [len(f.audio) for f in audio_frames(down)]
+    assert max(sizes) <= 0.1 * 24000 * 2  # bounded: 100 ms
+    assert len(audio_of(down)) / 2 / 24000 == pytest.approx(tone_len(S1), abs=0.02)  # nothing lost
+    assert " ".join(words_of(down)) == S1  # every word, once, in order
+
+
+async def test_the_nineninesix_turn_coalesces_nothing_after_a_cancel(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tts = make_tts(emu)
+    slow = _SlowConsumer(tts, monkeypatch, hold_second=True)
+    gate, probe = Gate(), Probe()
+    text = " ".join((S1, S2, S3))
+    frames = [LLMFullResponseStartFrame(), LLMTextFrame(text), LLMFullResponseEndFrame()]
+    _, up = await run(pipeline(gate, tts, probe), [*frames, InterruptWhen(probe.first_audio)], rate=24000)
+
+    assert gate.fired.is_set()
+    assert not errors_of(up)
+    (turn,) = slow.turns
+    assert turn.outcome == "cancelled"
+    assert [n for n, cancelled in slow.taken if n and not cancelled]  # coalesced before the cancel
+    assert not [n for n, cancelled in slow.taken if n and cancelled]  # nothing taken once cancelled
+    assert turn.take_ready(1 << 20) == b""
+    assert slow.appended == 2  # the coalesced frame read before the cancel; nothing was read after it
+    seen = probe.frames
+    cut = next(i for i, f in enumerate(seen) if isinstance(f, InterruptionFrame))
+    assert not [f for f in seen[cut + 1 :] if isinstance(f, (TTSAudioRawFrame, TTSTextFrame))]
+    assert max(len(f.audio) for f in audio_frames(seen)) <= 0.1 * 24000 * 2

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopback import KITTA_RATE, NNS_RATE, marker
-
 from ttsbridge.errors import TTSBridgeError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
@@ -171,7 +170,7 @@ def client_tasks() -> list[asyncio.Task[Any]]:
             for s in (
                 "/ttsbridge/emulator/",
                 "/aiohttp/web",
-                "/reliability/loopback",
+                "/tests/loopback/",
                 "/websockets/asyncio/server",
                 "pytest",
                 "chaos.py",
@@ -216,7 +215,7 @@ class KeyScan(logging.Handler):
         return id(self)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name.startswith("reliability.loopback"):
+        if record.name.startswith("loopback.server"):
             return  # the test server's own request log
         with contextlib.suppress(Exception):
             text = record.getMessage()

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import BOUND, FULL_TURN_BYTES, leaked_tasks, make_provider, turn_once, wait_sockets_closed
-from loopback import LoopbackServer
+from pipecat.frames.frames import EndFrame
 from surfaces import livekit_turn, make_livekit, pipecat_turns
+
+from loopback import LoopbackServer
 
 #: Nineninesix keeps one pooled connection open between turns; a Kitta session is one connection per turn,
 #: closed when the turn ends (standby is off in these runs)
@@ -50,6 +52,10 @@ class SoakReport:
     tasks_after_close: int = 0
     #: framework-free turn objects still alive (after gc) once every turn is over, before close
     turns_alive: int = 0
+    #: Pipecat: frames the probe saw, and how many of them are still alive (after gc) when the EndFrame reaches
+    #: it (the harness keeps none; what is alive is the last turn's and the frames in flight)
+    frames_seen: int = 0
+    frames_alive: int = 0
 
     @property
     def rss_slope(self) -> float:
@@ -124,11 +130,21 @@ async def _soak_pipecat(
             report.rss.append((srv.turns, rss_bytes()))
             await asyncio.sleep(0.2)
 
+    seen: list[weakref.ref[Any]] = []  # frames are unhashable dataclasses: no WeakSet
+
+    def watch(frame: Any) -> None:
+        report.frames_seen += 1
+        seen.append(weakref.ref(frame))
+        if len(seen) >= 2048:  # keep the list itself bounded: drop the refs of frames already gone
+            seen[:] = [r for r in seen if r() is not None]
+        if isinstance(frame, EndFrame):
+            gc.collect()
+            report.frames_alive = sum(1 for r in seen if r() is not None)
+
     sampler = asyncio.create_task(sample())
     try:
-        outs = await pipecat_turns(
-            provider, srv.base_url, list(range(1, turns + 1)), barge, timeout=BOUND * turns
-        )
+        outs = await pipecat_turns(provider, srv.base_url, list(range(1, turns + 1)), barge,
+                                   timeout=BOUND * turns, retain=False, watch=watch)  # fmt: skip
     finally:
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)

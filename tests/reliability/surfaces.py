@@ -28,8 +28,9 @@ from harness import (
     turn_once,
     wait_sockets_closed,
 )
-from loopback import LoopbackServer
 from pipecat.frames.frames import ControlFrame
+
+from loopback import LoopbackServer
 
 
 def make_livekit(provider: str, base_url: str) -> Any:
@@ -101,14 +102,20 @@ async def pipecat_turns(
     *,
     timeout: float | None = None,
     retain: bool = True,
+    watch: Callable[[Any], None] | None = None,
 ) -> list[Outcome]:
     """One pipeline run speaking ``text_of(n)`` for each n, each after the previous turn stopped; turns whose
     index is in ``barge`` are interrupted at their ``barge[index]``-th audio frame. Audio that reaches the end of the pipeline
     after the interruption passed it is stale. ``retain=False`` (soaks) keeps counts instead of the audio and
-    does not pass audio frames on to run_test's sink, which would keep them all."""
+    passes on (down to run_test's sink, up to its source) only the frames that start and end the run: run_test
+    keeps every frame it receives until the run ends. ``watch`` is called with every frame reaching the probe."""
     from pipecat.frames.frames import (
+        CancelFrame,
+        EndFrame,
         ErrorFrame,
         InterruptionFrame,
+        StartFrame,
+        StopFrame,
         TTSAudioRawFrame,
         TTSSpeakFrame,
         TTSStartedFrame,
@@ -153,7 +160,8 @@ async def pipecat_turns(
                 i = next((t for c, t in ctx_turn.items() if c in str(frame.error)), k - 1)
                 errors[i].append(frame.exception if frame.exception is not None else frame.error)
                 ended[i].set()
-            await self.push_frame(frame, direction)
+            if retain or direction is FrameDirection.DOWNSTREAM or isinstance(frame, RUN_FRAMES):
+                await self.push_frame(frame, direction)
 
     class Probe(FrameProcessor):
         """Buckets audio per turn by context id (a new context belongs to the turn in flight); audio of a
@@ -167,6 +175,8 @@ async def pipecat_turns(
 
         async def process_frame(self, frame: Any, direction: FrameDirection) -> None:
             await super().process_frame(frame, direction)
+            if watch is not None:
+                watch(frame)
             k = state["k"]
             if isinstance(frame, InterruptionFrame) and self.last is not None:
                 self.interrupted.add(self.last)
@@ -187,8 +197,12 @@ async def pipecat_turns(
                 audio[i].append(frame.audio)
             if k > 0 and isinstance(frame, TTSStoppedFrame):
                 ended[k - 1].set()
-            await self.push_frame(frame, direction)
+            if retain or isinstance(frame, RUN_FRAMES):
+                await self.push_frame(frame, direction)
 
+    # run_test's source and sink queue every frame they receive until the run ends (and the worker's observer
+    # keeps a weak entry per live frame), so a soak passes on only the frames that start and end the run
+    RUN_FRAMES = (StartFrame, EndFrame, StopFrame, CancelFrame)
     tts = make_pipecat(provider, base_url)
     frames: list[Any] = []
     for i, n in enumerate(numbers):

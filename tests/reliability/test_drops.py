@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 from harness import NNS_KEY, SURFACES, Outcome
-from loopback import LoopbackServer, Mutation
 from surfaces import run_case, two_turns
 
+from loopback import LoopbackServer, Mutation
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault
 
 Arm = Callable[[LoopbackServer], None]

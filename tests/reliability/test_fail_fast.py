@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from harness import make_provider, turn_once
+
 from loopback import LoopbackServer, Mutation
 
 

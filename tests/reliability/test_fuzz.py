@@ -17,8 +17,9 @@ import pytest
 from harness import SURFACES
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from loopback import KITTA_KINDS, NNS_KINDS, LoopbackServer, Mutation
 from surfaces import run_case
+
+from loopback import KITTA_KINDS, NNS_KINDS, LoopbackServer, Mutation
 
 KINDS = {"nineninesix": NNS_KINDS, "kitta": KITTA_KINDS}
 #: frame positions: Nineninesix chunk 0, chunk 2, done 4; Kitta ready 1, audio 3, finish 7. The framework

@@ -114,7 +114,18 @@ class StreamResampler:
     odd trailing byte is still carried, so output is always whole samples) and ``flush()`` returns ``b""``.
     """
 
-    __slots__ = ("_carry", "_head", "_in_rate", "_margin", "_min_fill", "_out_rate", "_quality", "_stream")
+    __slots__ = (
+        "_carry",
+        "_head",
+        "_in_rate",
+        "_margin",
+        "_min_fill",
+        "_n_in",
+        "_n_out",
+        "_out_rate",
+        "_quality",
+        "_stream",
+    )
 
     def __init__(self, in_rate: int, out_rate: int, *, quality: str = "HQ") -> None:
         self._in_rate = _check_rate("in_rate", in_rate)
@@ -127,11 +138,13 @@ class StreamResampler:
         self._min_fill = max(1, round(out_rate * _MIN_FILL_S))
         self._stream: soxr.ResampleStream | None = None
         self._head: _Head | None = None
+        self._n_in = self._n_out = 0  # samples in and out this turn (resampling only): see max_input()
         self._new_turn()
 
     def _new_turn(self) -> None:
         # A fresh stream per turn (~0.1 ms) rather than ``ResampleStream.clear()``, so that every turn
         # starts from exactly the same state as a new resampler.
+        self._n_in = self._n_out = 0
         if self._in_rate == self._out_rate:
             return
         self._stream = soxr.ResampleStream(
@@ -176,9 +189,26 @@ class StreamResampler:
             return b""
         x = _to_float(data)
         out = self._stream.resample_chunk(x)
-        if self._head is None:
-            return _to_bytes(out)
-        return _to_bytes(self._head_step(x, out))
+        if self._head is not None:
+            out = self._head_step(x, out)
+        self._n_in += x.size
+        self._n_out += out.size
+        return _to_bytes(out)
+
+    def max_input(self, max_bytes: int) -> int:
+        """The most input bytes whose :meth:`process` is sure to return at most ``max_bytes`` (even, >= 0).
+
+        The output of a turn never runs ahead of its input: after ``n`` input samples at most
+        ``ceil(n * out_rate / in_rate)`` have been returned (soxr's stream is causal, and the turn-start
+        one-shots keep a margin), so what one more call can return is bounded by what the input so far
+        owes and has not returned yet. Exact for a passthrough. Used to bound coalesced frames.
+        """
+        limit = max(0, max_bytes) // 2  # output samples
+        if self._stream is None:
+            return max(0, 2 * limit - len(self._carry))
+        # ceil((n_in + t) * out / in) - n_out <= limit  <=>  (n_in + t) * out <= (limit + n_out) * in
+        t = (limit + self._n_out) * self._in_rate // self._out_rate - self._n_in
+        return max(0, 2 * t - len(self._carry))
 
     def _head_step(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Turn start: the stream's output beyond what the one-shots returned, or the next one-shot part."""

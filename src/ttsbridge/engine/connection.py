@@ -4,7 +4,9 @@
 state: its reader feeds every frame to ``protocol.receive``, dispatches ``protocol.events_received()`` (turn
 events to the sink attached for that turn, the rest to the connection-level ``on_event`` callback) and writes
 ``protocol.data_to_send()``. One timer follows ``protocol.next_deadline()`` and calls ``protocol.tick``.
-Closing is bounded: the reader keeps draining until the close handshake completes (so the server's close
+Connections are made without permessage-deflate (``compression=None``): the frames are base64 audio or
+MessagePack, which compress poorly, and the extension cost a few % of the client's CPU and ~150 KiB of heap
+per pooled connection (docs/benchmarks.md). Closing is bounded: the reader keeps draining until the close handshake completes (so the server's close
 reply, queued behind frames it was still sending, is seen), and websockets aborts the transport after
 ``close_timeout``.
 
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
@@ -44,21 +47,28 @@ class Connection:
         protocol: TurnProtocol,
         *,
         on_event: Callable[[Event], None] | None = None,
+        on_receive: Callable[[], None] | None = None,
         connect_timeout: float = 10.0,
         close_timeout: float = 2.0,
         write_timeout: float = 2.0,
         ping_interval: float | None = 20.0,
         max_size: int = 8 * 2**20,
         name: str = "",
+        connect_options: dict[str, Any] | None = None,
     ) -> None:
         self.protocol = protocol
         self.on_event = on_event
+        #: Called after each received frame was handled and its events dispatched (a provider's progress
+        #: that is no turn event, e.g. Kitta's ``authenticated``/``ready``).
+        self.on_receive = on_receive
         self.connect_timeout = connect_timeout
         self.close_timeout = close_timeout
         self.write_timeout = write_timeout
         self.ping_interval = ping_interval
         self.max_size = max_size
         self.name = name or protocol.provider
+        #: Extra keyword arguments for ``websockets.connect`` (e.g. ``proxy``).
+        self.connect_options = connect_options or {}
         self.sinks: dict[str, Sink] = {}
         self.ws: ClientConnection | None = None
         self._loop = asyncio.get_running_loop()
@@ -112,19 +122,24 @@ class Connection:
                     additional_headers=list(req.headers) or None,
                     subprotocols=[Subprotocol(s) for s in req.subprotocols] or None,
                     user_agent_header=USER_AGENT,
+                    compression=None,  # no permessage-deflate: see docs/nineninesix.md, docs/kitta.md
                     open_timeout=None,
                     close_timeout=self.close_timeout,
                     max_size=self.max_size,
                     ping_interval=self.ping_interval,
                     ping_timeout=self.ping_interval,
                     logger=RedactingLogger(logging.getLogger("ttsbridge.websockets"), req.secrets),
+                    **self.connect_options,
                 ),
                 self.connect_timeout,
             )
         except asyncio.TimeoutError:
             raise proto.connect_failed("timeout", "", self.connect_timeout) from None
         except InvalidStatus as exc:
-            raise proto.handshake_failed(exc.response.status_code, exc.response.body or b"") from None
+            response = exc.response
+            raise proto.handshake_rejected(
+                response.status_code, response.headers, response.body or b""
+            ) from None
         except (InvalidHandshake, InvalidURI, OSError) as exc:
             kind = (
                 "invalid_uri"
@@ -194,6 +209,8 @@ class Connection:
                     logger.exception("%s: reader failed", self.name)
                     proto.connection_lost(None, f"reader failed: {type(exc).__name__}", self._loop.time())
                 self._dispatch(proto.events_received())
+                if self.on_receive is not None:
+                    self.on_receive()
                 if proto.has_data_to_send():
                     await self._write_quietly()
                 if proto.closed:
@@ -269,7 +286,8 @@ class Connection:
         assert self.ws is not None
         with contextlib.suppress(Exception):
             # bounded by close_timeout: websockets aborts the transport when the handshake does not complete
-            await self.ws.close()
+            code, reason = self.protocol.close_frame()
+            await self.ws.close(code, reason)
 
     async def close(self) -> None:
         """Fail what is live ("closed by the client"), close the socket (bounded), end the reader (bounded)."""

@@ -18,7 +18,7 @@ deadlines. The asyncio side (:class:`~ttsbridge.engine.connection.Connection`) o
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,16 @@ class TurnProtocol(abc.ABC):
     @abc.abstractmethod
     def handshake_failed(self, status: int, body: bytes) -> TTSBridgeError:
         """The typed error for an upgrade the server rejected with HTTP ``status`` and ``body``."""
+
+    def handshake_rejected(self, status: int, headers: Mapping[str, str], body: bytes) -> TTSBridgeError:
+        """What the connection calls for a rejected upgrade: :meth:`handshake_failed` by default; a provider
+        that reads the response headers (Kitta: ``Retry-After``) overrides this."""
+        return self.handshake_failed(status, body)
+
+    def close_frame(self) -> tuple[int, str]:
+        """The close code and reason our side sends when it closes the socket: 1000 by default; a provider
+        whose protocol decided another (Kitta: 1002 after a protocol error) overrides this."""
+        return (1000, "")
 
     def connect_failed(self, kind: str, detail: str, timeout: float) -> TTSBridgeError:
         """The typed error for a connect that failed before any HTTP status: ``kind`` is ``"timeout"`` (after

@@ -70,6 +70,27 @@ class TurnStream:
     def pending(self) -> int:
         return len(self._items)
 
+    def take_ready(self, max_bytes: int) -> bytes:
+        """The PCM of the audio chunks already queued at the front, joined, in order, stopping before the
+        chunk that would make it longer than ``max_bytes``; ``b""`` when there is none. Synchronous: never
+        waits, never raises. The turn's end or error is never consumed (the iterator reports it), and once
+        :meth:`stop` ran nothing is left to take. What it returns is consumed: the iterator yields the rest.
+        """
+        items = self._items
+        taken: list[bytes] = []
+        size = 0
+        while items:
+            ev = items[0]
+            if type(ev) is not AudioReceived:
+                break
+            size += len(ev.pcm)
+            if size > max_bytes:
+                break
+            taken.append(items.popleft().pcm)  # type: ignore[union-attr]
+        if not taken:
+            return b""
+        return taken[0] if len(taken) == 1 else b"".join(taken)
+
     async def get(self, deadline: float | None = None) -> TurnEvent | None:
         """The next event, or None when the loop clock reaches ``deadline`` first."""
         items = self._items

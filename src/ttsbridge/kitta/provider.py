@@ -13,22 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import Any
 
-from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.engine.pool import KeyedPool
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
-from ttsbridge.kitta.client import KittaAudio, KittaClient, KittaGeneration, KittaSession
+from ttsbridge.kitta.client import KittaClient, KittaGeneration, KittaSession
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
-from ttsbridge.kitta.protocol import SegmentStatus
-from ttsbridge.policy.usage import TurnEnd, TurnUsage
-from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
+from ttsbridge.kitta.turn import KittaTurn
+from ttsbridge.turns import TurnProvider
 
 __all__ = ["KittaTurn", "KittaTurnProvider"]
 
 log = logging.getLogger("ttsbridge.kitta")
 
+_STANDBY = "standby"  # the pool's one key: the standby holds no start, so it serves any options
 _MIN_RATE = 8000
 _MAX_RATE = 192_000
 
@@ -41,137 +39,6 @@ def _check_rate(sample_rate: Any) -> int:
     ):
         raise TTSInvalidOptionError("sample_rate", sample_rate, f"an int between {_MIN_RATE} and {_MAX_RATE}")
     return sample_rate
-
-
-class KittaTurn(Turn):
-    """One turn on Kitta. ``send()`` sends the text and flushes it (the adapters hand whole sentences, and a
-    flush per sentence gets its audio started at once); ``end()`` sends ``stop``; ``cancel()`` closes the
-    session (v2 has no cancel message)."""
-
-    def __init__(self, generation: KittaGeneration, sample_rate: int, *, from_standby: bool) -> None:
-        self._gen = generation
-        self.sample_rate = sample_rate
-        self.from_standby = from_standby
-        self._resampler: StreamResampler | None = None
-        self._yielded = False
-
-    def __repr__(self) -> str:
-        return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
-
-    @property
-    def id(self) -> str:  # type: ignore[override]
-        return self._gen.request_id
-
-    @property
-    def generation(self) -> KittaGeneration:
-        return self._gen
-
-    async def send(self, text: str) -> None:
-        if text:
-            await self._gen.send(text, flush=True)
-
-    async def end(self) -> None:
-        await self._gen.stop()
-
-    async def cancel(self) -> None:
-        await self._gen.cancel()
-        if self._resampler is not None:
-            self._resampler.reset()
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        gen = self._gen
-        # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
-        async with contextlib.aclosing(cast("AsyncGenerator[KittaAudio, None]", gen.__aiter__())) as chunks:
-            async for chunk in chunks:
-                resampler = self._resampler
-                if resampler is None or resampler.in_rate != chunk.sample_rate:
-                    if resampler is not None:  # a retry landed on a session with another rate
-                        tail = resampler.flush()
-                        if tail and not gen.cancelled:
-                            self._yielded = True
-                            yield tail
-                    resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
-                pcm = resampler.process(chunk.pcm)
-                if pcm and not gen.cancelled:
-                    self._yielded = True
-                    yield pcm
-        if gen.finished and self._resampler is not None:
-            tail = self._resampler.flush()
-            if tail and not gen.cancelled:
-                self._yielded = True
-                yield tail
-
-    @property
-    def audio_started(self) -> bool:
-        return self._yielded
-
-    @property
-    def done(self) -> bool:
-        return self._gen.done
-
-    @property
-    def characters_sent(self) -> int:
-        return self._gen.characters_sent
-
-    @property
-    def connection_reused(self) -> bool:
-        """True when the turn took the warm standby connection (no handshake or auth on its path)."""
-        return self.from_standby
-
-    @property
-    def retries(self) -> int:  # type: ignore[override]
-        return self._gen.retries
-
-    @property
-    def outcome(self) -> TurnOutcome | None:
-        gen = self._gen  # finished, cancelled and failed exclude each other there
-        if gen.error is not None:
-            return "failed"
-        if gen.cancelled:
-            return "cancelled"
-        return "done" if gen.finished else None
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._gen.error
-
-    @property
-    def usage(self) -> TurnUsage:
-        """Kitta's rule, read off the session's segment statuses: a flushed segment is billed once its first
-        audio arrived (``delivering``/``done``; the server's ``usage`` units when it sent them), refunded
-        before that; a finished session bills the server's ``finish`` units. Earlier (retried) sessions add
-        the units their ``usage`` events reported (a retry never follows a part-delivered segment)."""
-        gen = self._gen
-        proto = gen._proto  # the current session's protocol (the generation's own, also during a retry)
-        if proto.finish_units is not None:
-            current = proto.finish_units
-            earlier = gen.units - proto.finish_units if gen.finished else gen.units
-        else:
-            current = sum(
-                seg.units if seg.units is not None else len(seg.text.strip())
-                for seg in proto.segments
-                if seg.status is not SegmentStatus.PENDING
-            )
-            earlier = gen.units
-        reserved = sum(len(s.text.strip()) for s in proto.segments if s.status is SegmentStatus.PENDING)
-        ended = self.outcome
-        return TurnUsage(
-            provider="kitta",
-            turn_id=self.id,
-            characters_sent=self.characters_sent,
-            characters_billed=earlier + current,
-            characters_heard=self.characters_heard,
-            audio_seconds=gen.audio_bytes / 2 / gen.sample_rate if gen.sample_rate else 0.0,
-            ended=None if ended is None else TurnEnd(ended),
-            error_code=self.error_code,
-            characters_reserved=0 if ended is not None else reserved,
-            retries=self.retries,
-        )
-
-    @property
-    def wire_format(self) -> str:
-        rate = self._gen.sample_rate
-        return f"{self._gen.options.format}@{rate}" if rate else self._gen.options.format
 
 
 class KittaTurnProvider(TurnProvider):
@@ -231,14 +98,15 @@ class KittaTurnProvider(TurnProvider):
         self.standby_enabled = standby
         self.standby_max_age = float(standby_max_age)
         self.standby_replace_delay_max = float(standby_replace_delay_max)
-        self._standby: KittaSession | None = None
+        #: The warm connection lives in an exclusive pool (one generation per socket): taken by a turn, refilled.
+        self._pool: KeyedPool[str, KittaSession] = KeyedPool(self._open_standby, shared=False, name="kitta")
         self._replace_gate: asyncio.Event | None = None
         self._standby_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._turns: set[KittaTurn] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._not_before = 0.0  # monotonic: no turn starts before this (backoff after a retryable failure)
+        self._not_before = 0.0  # loop time: no turn starts before this (backoff after a retryable failure)
         #: Counters for diagnostics and tests.
         self.standby_hits = 0
         self.standby_misses = 0
@@ -258,7 +126,7 @@ class KittaTurnProvider(TurnProvider):
 
     @property
     def standby_session(self) -> KittaSession | None:
-        return self._standby
+        return self._pool.get(_STANDBY)
 
     # --------------------------------------------------------------------------------------------- options
 
@@ -271,7 +139,9 @@ class KittaTurnProvider(TurnProvider):
         return self._options.with_overrides(**overrides)
 
     def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
-        options = self._turn_options(overrides)  # the wire rate is the server's: known once a session is ready
+        options = self._turn_options(
+            overrides
+        )  # the wire rate is the server's: known once a session is ready
         return {"model": options.model, "voice": options.voice_id, "wire_format": options.format}
 
     def update_options(self, **options: Any) -> None:
@@ -292,31 +162,20 @@ class KittaTurnProvider(TurnProvider):
             self._wake.set()
 
     def _retire_standby(self, why: str) -> None:
-        session, self._standby = self._standby, None
+        session = self._pool.get(_STANDBY)
         if session is not None:
+            self._pool.discard(_STANDBY, session)
             self.standby_retired += 1
             log.debug("kitta: retiring standby %s (%s)", session.request_id, why)
             self._spawn_close(session)
         self._kick()
 
     def _turn_done(self, turn: KittaTurn, gen: KittaGeneration) -> None:
-        """Forget the turn at once; after a retryable failure, hold the next turn's start for a backoff."""
+        """Forget the turn at once; its protocol says when the next turn may start (a turn opened right after
+        a retryable failure is a retry, LiveKit's loop or a caller's: its ``start`` waits the backoff from
+        that failure, warm connection or not)."""
         self._turns.discard(turn)
-        err = gen.error
-        if err is not None and err.retryable:
-            failed_at = gen.session.ended_at or time.monotonic()
-            self._not_before = max(self._not_before, failed_at + self._client._backoff(1, err))
-        elif gen.finished:
-            self._not_before = 0.0
-
-    async def _wait_backoff(self) -> None:
-        """A turn opened right after a retryable failure is a retry (LiveKit's loop, a caller's): its
-        ``start`` waits the backoff from that failure, warm connection or not."""
-        delay = self._not_before - time.monotonic()
-        if delay > 0:
-            log.debug("kitta: previous turn failed (retryable); next start in %.2f s", delay)
-            await asyncio.sleep(delay)
-        self._not_before = 0.0
+        self._not_before = gen.not_before_next(self._not_before)
 
     def _spawn_close(self, session: KittaSession) -> None:
         task = asyncio.create_task(session.close(1000, "standby retired"), name="kitta-standby-close")
@@ -329,30 +188,30 @@ class KittaTurnProvider(TurnProvider):
         assert self._wake is not None
         failures = 0
         while not self._closed:
-            if self._standby is None and self._replace_gate is not None:
+            session = self._pool.get(_STANDBY)
+            if session is None and self._replace_gate is not None:
                 # Build the replacement once the turn that took the standby has its first audio (or ended),
                 # so that our handshake never competes with that turn's critical path; bounded.
                 gate, self._replace_gate = self._replace_gate, None
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(gate.wait(), self.standby_replace_delay_max)
                 continue
-            try:
-                session = self._standby or self._new_standby()
-            except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
-                log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
-                return
-            if session.ended or not session.alive:
+            if session is not None and not session.usable():
                 # failed (auth, network...): back off before the next one; turns connect on their own
-                self._standby = None
+                self._pool.discard(_STANDBY, session)
                 failures += 1
                 delay = min(30.0, 0.5 * 2 ** (failures - 1))
                 log.warning(
                     "kitta: standby session failed (%s); next attempt in %.1f s", session.error, delay
                 )
-                self._wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                await self._sleep(delay)
                 continue
+            if session is None:
+                try:
+                    session = await self._pool.prefill(_STANDBY)
+                except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
+                    log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
+                    return
             if not session.authenticated.is_set():
                 # Still connecting: its age starts to count once it is warm (a slow handshake under load
                 # must not be retired before it ever served); the connect and auth timeouts bound the wait.
@@ -360,34 +219,39 @@ class KittaTurnProvider(TurnProvider):
                     await asyncio.wait_for(session.authenticated.wait(), self._auth_bound())  # set on end too
                 continue
             failures = 0
-            remaining = self.standby_max_age - session.age
-            if remaining <= 0:
+            if session.expired():
                 self._retire_standby("max age")
                 continue
-            self._wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
-                await asyncio.wait_for(self._wake.wait(), remaining)
+            # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
+            await self._sleep(self.standby_max_age - session.age)
 
-    def _new_standby(self) -> KittaSession:
-        session = self._standby = self._client.preconnect(self._options)
+    async def _sleep(self, delay: float) -> None:
+        assert self._wake is not None
+        self._wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
+
+    async def _open_standby(self, _key: str) -> KittaSession:
+        """The pool's factory: a connection that connects and authenticates in the background."""
+        session = self._client.preconnect(self._options)
+        session.max_age = self.standby_max_age
         session.task.add_done_callback(lambda _t: self._kick())
         self.standby_created += 1
         return session
 
     def _take_standby(self) -> KittaSession | None:
         """The warm connection, if usable: any turn can take it (``start`` carries the turn's options)."""
-        session = self._standby
+        session = self._pool.get(_STANDBY)
         if session is None:
             return None
-        if not session.alive:
-            self._standby = None
+        if not session.usable():
+            self._pool.discard(_STANDBY, session)
             self._kick()
             return None
         if session.age >= self.standby_max_age:
             self._retire_standby("max age")
             return None
-        self._standby = None
+        self._pool.discard(_STANDBY, session)
         self._kick()  # the replacement connects once the turn has its first audio
         return session
 
@@ -398,9 +262,10 @@ class KittaTurnProvider(TurnProvider):
         """
         if not self.standby_enabled or self._closed:
             return
-        session = self._standby
-        if session is None or not session.alive:
-            session = self._new_standby()
+        session = self._pool.get(_STANDBY)
+        if session is not None and not session.alive:
+            self._pool.discard(_STANDBY, session)
+        session = await self._pool.prefill(_STANDBY)
         self._ensure_standby_loop()
         await session.wait_authenticated(self._auth_bound())
 
@@ -414,9 +279,6 @@ class KittaTurnProvider(TurnProvider):
         options = self._turn_options(overrides)
         if self._closed:
             raise TTSConnectionError("kitta: provider is closed", retryable=False)
-        await self._wait_backoff()
-        if self._closed:
-            raise TTSConnectionError("kitta: provider is closed", retryable=False)
         session: KittaSession | None = None
         if self.standby_enabled:
             self._ensure_standby_loop()
@@ -425,7 +287,10 @@ class KittaTurnProvider(TurnProvider):
                 self.standby_hits += 1
             else:
                 self.standby_misses += 1
-        gen = self._client.generation(options, session=session)
+        not_before, self._not_before = self._not_before, 0.0
+        if not_before > asyncio.get_running_loop().time():
+            log.debug("kitta: previous turn failed (retryable); its start waits until %.2f", not_before)
+        gen = self._client.generation(options, session=session, not_before=not_before or None)
         if session is not None:
             self._replace_gate = gen.first_audio_or_done
         turn = KittaTurn(gen, rate, from_standby=session is not None)
@@ -442,9 +307,7 @@ class KittaTurnProvider(TurnProvider):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, 5.0)
-        standby, self._standby = self._standby, None
-        if standby is not None:
-            await standby.close(1000, "provider closed")
+        await self._pool.aclose()
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=5.0)
         if self._own_client:

@@ -119,6 +119,13 @@ class NineninesixContext:
                 await self._stream.wait_end(timeout)  # bounded by the protocol's own deadline as well
         conn.detach(self.id)  # the late acknowledgement, if any, is the connection's
 
+    def take_ready(self, max_bytes: int) -> bytes:
+        """PCM (wire rate) of the whole chunks already received and not yet yielded, at most ``max_bytes``
+        (see :meth:`TurnStream.take_ready`); ``b""`` once cancelled. Never waits, never raises."""
+        if self.facts.cancel_requested:
+            return b""
+        return self._stream.take_ready(max_bytes)
+
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
 

@@ -11,10 +11,12 @@ from ttsbridge._options import StrictOptions
 Encoding = Literal["pcm_s16le", "pcm_mulaw", "pcm_alaw"]
 Container = Literal["raw", "wav"]
 Model = Literal["gepard-1.0"]
+WireSampleRate = Literal[8000, 16000, 22050]
 
 ENCODINGS: tuple[str, ...] = ("pcm_s16le", "pcm_mulaw", "pcm_alaw")
 SAMPLE_RATES: tuple[int, ...] = (8000, 16000, 22050)
 MODELS: tuple[str, ...] = ("gepard-1.0",)
+DEFAULT_MODEL: Final[Model] = "gepard-1.0"
 NATIVE_SAMPLE_RATE: Final = 22050
 DEFAULT_BASE_URL = "https://api.nineninesix.ai"
 
@@ -26,7 +28,7 @@ class OutputFormat(BaseModel):
 
     container: Container = "raw"
     encoding: Encoding = "pcm_s16le"
-    sample_rate: Literal[8000, 16000, 22050] = NATIVE_SAMPLE_RATE
+    sample_rate: WireSampleRate = NATIVE_SAMPLE_RATE
 
 
 class VoiceSpecifier(BaseModel):
@@ -112,7 +114,7 @@ class NineninesixOptions(StrictOptions):
         "voice": "a non-empty voice id, or None for the server's default voice",
     }
 
-    model: Model = "gepard-1.0"
+    model: Model = DEFAULT_MODEL
     voice: str | None = None
     language: str | None = None
     encoding: Encoding = "pcm_s16le"

@@ -200,6 +200,19 @@ class NineninesixTurn(Turn):
             self._closed_error = err
         self._wake.set()
 
+    def take_ready(self, max_bytes: int) -> bytes:
+        """The audio (at :attr:`sample_rate`, resampled like the iterator's) of the whole chunks already
+        received and not yet yielded, at most ``max_bytes``, in order; ``b""`` when none, once cancelled, and
+        after the iteration ended. Never waits, never raises, never consumes the turn's end or error. The
+        adapters call it after each chunk they read to push what is queued behind it as one frame. The chunks
+        count as delivered (the protocol counted them on receipt: the turn is not retried after them)."""
+        ctx = self._ctx
+        if ctx is None or self._cancelled or self._done:
+            return b""
+        resampler = self._resampler
+        pcm = ctx.take_ready(resampler.max_input(max_bytes))  # a budget the resampled output cannot pass
+        return resampler.process(pcm) if pcm else b""
+
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
 

@@ -1,7 +1,7 @@
 """Kitta Realtime TTS v2 plugin for LiveKit Agents.
 
 ``from livekit.plugins import kitta`` then ``AgentSession(tts=kitta.TTS(voice="..."))``. The same adapter as
-``livekit.plugins.nineninesix`` (``ttsbridge.livekit_adapter``): one Kitta session per turn, taken from a warm
+``livekit.plugins.nineninesix`` (``ttsbridge.livekit``): one Kitta session per turn, taken from a warm
 standby so the first sentence goes out without a handshake; a barge-in closes the session. See
 ``docs/livekit.md`` and ``docs/kitta.md`` in the ttsbridge repository.
 """

@@ -6,11 +6,11 @@ from typing import Any
 
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
-from livekit.agents.utils import is_given
 
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.client import resolve_api_key
-from ttsbridge.livekit_adapter import TurnChunkedStream, TurnSynthesizeStream, TurnTTS
+from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
+from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 
 from .log import logger
 from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
@@ -19,7 +19,12 @@ ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
 
 
-class TTS(TurnTTS):
+class TTS(PluginTTS):
+    label = "kitta.TTS"
+    provider_name = "Kitta"
+    plugin_logger = logger
+    option_names = {"voice": "voice_id"}
+
     def __init__(
         self,
         api_key: str | None = None,
@@ -65,20 +70,9 @@ class TTS(TurnTTS):
         Raises:
             TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
         """
+        given = {k: v for k, v in locals().items() if k in OPTIONAL_REQUEST_FIELDS and v is not None}
         key = resolve_api_key(api_key)
-        given = {
-            "language": language,
-            "speed": speed,
-            "volume": volume,
-            "emotion": emotion,
-            "latency": latency,
-            "chunk_length": chunk_length,
-            "instructions": instructions,
-            "optimize_instructions": optimize_instructions,
-        }
-        options = KittaOptions(
-            voice_id=voice, model=model, **{k: v for k, v in given.items() if v is not None}
-        )
+        options = KittaOptions(voice_id=voice, model=model, **given)
         extra = dict(client_options or {})
         provider_kwargs = {
             k: extra.pop(k) for k in ("standby_max_age", "standby_replace_delay_max", "limits") if k in extra
@@ -86,26 +80,7 @@ class TTS(TurnTTS):
         provider = KittaTurnProvider(
             key, base_url=base_url, options=options, standby=standby, **provider_kwargs, **extra
         )
-        super().__init__(
-            turn_provider=provider,
-            sample_rate=sample_rate,
-            model=options.model,
-            provider_name="Kitta",
-            word_timestamps=word_timestamps,
-            tokenizer=tokenizer,
-            text_pacing=text_pacing,
-            logger=logger,
-            secrets=(key,),
-        )
-        self._provider_impl = provider
-        self._base_url = base_url
-
-    def __repr__(self) -> str:
-        o = self._provider_impl.options
-        return (
-            f"kitta.TTS(base_url={self._base_url!r}, voice={o.voice_id!r}, model={o.model!r}, "
-            f"sample_rate={self.sample_rate})"
-        )
+        super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
 
     @property
     def options(self) -> KittaOptions:
@@ -128,19 +103,4 @@ class TTS(TurnTTS):
     ) -> None:
         """Change options for turns opened from now on (validated at once; they apply from the next turn).
         ``None`` clears an optional field."""
-        values: dict[str, Any] = {
-            "language": language,
-            "speed": speed,
-            "volume": volume,
-            "emotion": emotion,
-            "latency": latency,
-            "chunk_length": chunk_length,
-            "instructions": instructions,
-            "optimize_instructions": optimize_instructions,
-        }
-        changes: dict[str, Any] = {k: v for k, v in values.items() if is_given(v)}
-        if is_given(voice):
-            changes["voice_id"] = voice
-        if is_given(model):
-            changes["model"] = model
-        self._apply_option_changes(changes, voice_field="voice_id")
+        self._update_given(locals())

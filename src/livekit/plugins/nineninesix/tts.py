@@ -7,9 +7,8 @@ from typing import Any
 import aiohttp
 from livekit.agents import tokenize, tts, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
-from livekit.agents.utils import is_given
 
-from ttsbridge.livekit_adapter import TurnChunkedStream, TurnSynthesizeStream, TurnTTS
+from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 from ttsbridge.nineninesix.client import resolve_api_key
 
@@ -27,7 +26,21 @@ ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
 
 
-class TTS(TurnTTS):
+def _job_http_session() -> aiohttp.ClientSession | None:
+    """The job's shared aiohttp session, or None outside a job (the provider opens and closes its own)."""
+    try:
+        return utils.http_context.http_session()
+    except RuntimeError:
+        return None
+
+
+class TTS(PluginTTS):
+    label = "nineninesix.TTS"
+    provider_name = "Nineninesix"
+    plugin_logger = logger
+    option_names = {"wire_sample_rate": "sample_rate"}
+    repr_fields = ("encoding",)
+
     def __init__(
         self,
         api_key: str | None = None,
@@ -82,38 +95,14 @@ class TTS(TurnTTS):
             encoding=encoding,
             sample_rate=wire_sample_rate,
         )
-        if http_session is None:
-            try:
-                http_session = utils.http_context.http_session()
-            except RuntimeError:
-                http_session = None  # outside a job: the provider opens (and closes) its own
         provider = NineninesixTurnProvider(
             key,
             base_url=base_url,
             options=options,
-            http_session=http_session,
+            http_session=http_session or _job_http_session(),
             **(client_options or {}),
         )
-        super().__init__(
-            turn_provider=provider,
-            sample_rate=sample_rate,
-            model=options.model,
-            provider_name="Nineninesix",
-            word_timestamps=word_timestamps,
-            tokenizer=tokenizer,
-            text_pacing=text_pacing,
-            logger=logger,
-            secrets=(key,),
-        )
-        self._provider_impl = provider
-        self._base_url = base_url
-
-    def __repr__(self) -> str:
-        o = self._provider_impl.options
-        return (
-            f"nineninesix.TTS(base_url={self._base_url!r}, voice={o.voice!r}, model={o.model!r}, "
-            f"encoding={o.encoding!r}, sample_rate={self.sample_rate})"
-        )
+        super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
 
     @property
     def options(self) -> NineninesixOptions:
@@ -131,15 +120,4 @@ class TTS(TurnTTS):
     ) -> None:
         """Change options for turns opened from now on (validated at once; a turn already open keeps its
         options)."""
-        changes: dict[str, Any] = {}
-        if is_given(voice):
-            changes["voice"] = voice
-        if is_given(model):
-            changes["model"] = model
-        if is_given(language):
-            changes["language"] = language
-        if is_given(encoding):
-            changes["encoding"] = encoding
-        if is_given(wire_sample_rate):
-            changes["sample_rate"] = wire_sample_rate
-        self._apply_option_changes(changes, voice_field="voice")
+        self._update_given(locals())

@@ -199,26 +199,26 @@ def test_server_text_echoing_the_key_is_masked(tone_options: Any) -> None:
     import json
 
     import msgpack
-    from websockets.datastructures import Headers
-    from websockets.exceptions import InvalidStatus
-    from websockets.http11 import Response
 
-    from ttsbridge.kitta.client import _handshake_error
     from ttsbridge.kitta.protocol import KittaProtocol
 
     key = "kitta_EchoedSecret0123456789"
     body = json.dumps({"error": "unauthorized", "message": f"unknown key {key}"}).encode()
-    err = _handshake_error(InvalidStatus(Response(401, "Unauthorized", Headers(), body)), key)
+    handshake = KittaProtocol(request=tone_options.start_request(), secrets=(key,))
+    err = handshake.handshake_rejected(401, {}, body)
     assert err.status_code == 401 and err.error_code == "unauthorized"
     assert key not in str(err) and key not in repr(err)
 
-    proto = KittaProtocol(request_id="r1", request=tone_options.start_request(), secrets=(key,))
+    proto = KittaProtocol(request=tone_options.start_request(), secrets=(key,))
+    proto.open_turn("r1", 0.0)
     event = {"event": "error", "code": "unauthorized", "message": f"bad token {key}", "retryable": False}
-    proto.receive(msgpack.packb(event))
+    proto.receive(msgpack.packb(event), 0.0)
     assert proto.error is not None and key not in str(proto.error)
 
-    proto = KittaProtocol(request_id="r2", request=tone_options.start_request(), secrets=(key,))
-    closed = proto.connection_lost(1008, f"policy: {key}")
+    proto = KittaProtocol(request=tone_options.start_request(), secrets=(key,))
+    proto.open_turn("r2", 0.0)
+    proto.connection_lost(1008, f"policy: {key}", 0.0)
+    closed = proto.error
     assert closed is not None and key not in str(closed)
 
 
@@ -250,21 +250,24 @@ def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options:
     def srv(**obj: Any) -> bytes:
         return msgpack.packb(obj, use_bin_type=True)
 
-    p = KittaProtocol(request_id="r1", request=tone_options.start_request())
+    p = KittaProtocol(request=tone_options.start_request())
+    p.open_turn("r1", 0.0)
     p.data_to_send()
-    p.receive(srv(event="authenticated"))
+    p.receive(srv(event="authenticated"), 0.0)
     p.data_to_send()
-    p.receive(srv(event="ready", request_id="r1", sample_rate=24000, channels=1, bit_depth=16))
-    p.send_text("Hello there. ")
-    p.flush()
+    p.receive(srv(event="ready", request_id="r1", sample_rate=24000, channels=1, bit_depth=16), 0.0)
+    p.send_text("r1", "Hello there. ", 0.0)
+    p.flush("r1", 0.0)
     p.data_to_send()
     frame = {"event": "audio", "request_id": "r1", "audio": b"\x01\x00" * 8, "sample_rate": 24000}
-    assert p.receive(srv(**frame, seq=1)) == []  # held: seq 0 has not arrived
+    p.receive(srv(**frame, seq=1), 0.0)
+    assert p.events_received() == []  # held: seq 0 has not arrived
     # the server sent (and billed) audio of the segment: a retryable close must not replay it
-    err = p.connection_lost(1013, "try again later")
+    p.connection_lost(1013, "try again later", 0.0)
+    err = p.error
     assert err is not None and err.retryable
     assert p.segments[0].status is SegmentStatus.DELIVERING
-    assert not p.can_resume()
+    assert not p.can_resume() and p.successor is None
 
 
 async def test_error_from_a_server_that_never_closes_is_reported_at_once(

@@ -1,4 +1,7 @@
-"""Pure unit tests of the Kitta wire models and the sans-I/O session (no sockets)."""
+"""Pure unit tests of the Kitta wire models and the sans-I/O session (no sockets).
+
+The session's contract is the engine's: ``receive(frame, now)`` returns nothing (events come from
+``events_received()``), a server's fault never raises, ``connection_lost`` emits events."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
 from ttsbridge.errors import TTSAPIError, TTSInvalidOptionError
 from ttsbridge.kitta.client import build_url, retry_request_id
 from ttsbridge.kitta.models import (
@@ -45,23 +49,45 @@ def unpack(frames: list[bytes]) -> list[dict[str, Any]]:
     return [msgpack.unpackb(f, raw=False) for f in frames]
 
 
-def make(auth: str = "header", limits: KittaLimits | None = None) -> KittaProtocol:
+def make(auth: str = "header", limits: KittaLimits | None = None, *, turn: bool = True) -> KittaProtocol:
     req = StartRequest(voice_id="tone", model="fishaudio-s21pro-flash", format="pcm")
-    return KittaProtocol(
-        request_id=RID,
+    p = KittaProtocol(
         request=req,
         auth=auth,
         token="kitta_secret" if auth == "frame" else None,
         limits=limits or KittaLimits(),
     )
+    if turn:
+        p.open_turn(RID, 0.0)
+    return p
+
+
+def feed(p: KittaProtocol, frame: bytes) -> list[Event]:
+    """Receive one frame; the events it released."""
+    assert p.receive(frame, 0.0) is None  # type: ignore[func-returns-value]
+    return p.events_received()
+
+
+def audio_of(events: list[Event]) -> list[bytes]:
+    return [e.pcm for e in events if isinstance(e, AudioReceived)]
+
+
+def protocol_error(p: KittaProtocol, frame: bytes) -> KittaProtocolError:
+    """Receive a frame that breaks the protocol: it fails the turn and the connection, and never raises."""
+    events = feed(p, frame)
+    assert p.state is State.FAILED and isinstance(p.error, KittaProtocolError)
+    assert isinstance(events[-1], ConnectionFailed) and events[-1].error is p.error
+    if p.turn_id is not None:
+        assert TurnFailed(RID, p.error) in events
+    return p.error
 
 
 def ready(p: KittaProtocol) -> list[dict[str, Any]]:
     """Drive a session to READY; returns the frames it sent on the way."""
     sent = unpack(p.data_to_send())
-    p.receive(srv(event="authenticated"))
+    feed(p, srv(event="authenticated"))
     sent += unpack(p.data_to_send())
-    p.receive(srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16))
+    feed(p, srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16))
     return sent
 
 
@@ -239,27 +265,29 @@ def test_split_round_trips_and_respects_limit(parts: list[str], limit: int) -> N
 def test_phase_order_and_gating() -> None:
     p = make()
     assert p.state is State.CONNECTING
-    p.send_text("Hello. ")
-    p.flush()
+    p.send_text(RID, "Hello. ", 0.0)
+    p.flush(RID, 0.0)
     assert p.data_to_send() == []  # nothing before authenticated (header auth)
-    p.receive(srv(event="authenticated"))
+    feed(p, srv(event="authenticated"))
     assert p.state is State.AUTHENTICATED
     sent = unpack(p.data_to_send())
     assert [f["event"] for f in sent] == ["start"] and sent[0]["request_id"] == RID
     assert p.state is State.STARTED
     assert p.data_to_send() == []  # text waits for ready
-    p.receive(srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16))
+    feed(p, srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16))
     assert p.state is State.READY and p.sample_rate == 24000
     assert unpack(p.data_to_send()) == [{"event": "text", "text": "Hello. "}, {"event": "flush"}]
     assert p.state is State.STREAMING
-    p.stop()
+    p.end_turn(RID, 0.0)
     assert unpack(p.data_to_send()) == [{"event": "stop"}]
     assert p.state is State.STOPPING
     with pytest.raises(KittaProtocolError):
-        p.send_text("after stop")
-    p.receive(srv(event="finish", request_id=RID, units=6))
-    assert p.state is State.FINISHED and p.finish_units == 6
-    assert p.connection_lost(1000) is None
+        p.send_text(RID, "after stop", 0.0)  # the caller's mistake: raised, the session is untouched
+    assert p.error is None and p.state is State.STOPPING
+    assert feed(p, srv(event="finish", request_id=RID, units=6)) == [TurnDone(RID)]
+    assert p.state is State.FINISHED and p.finish_units == 6 and p.close_request == (1000, "finished")
+    p.connection_lost(1000, "", 0.0)
+    assert p.events_received() == [] and p.error is None
 
 
 def test_frame_auth_sends_the_auth_event_first() -> None:
@@ -270,34 +298,29 @@ def test_frame_auth_sends_the_auth_event_first() -> None:
 
 def test_out_of_order_server_events_fail_the_session() -> None:
     p = make()
-    with pytest.raises(KittaProtocolError):
-        p.receive(srv(event="ready", request_id=RID, sample_rate=24000))
-    assert p.state is State.FAILED
+    protocol_error(p, srv(event="ready", request_id=RID, sample_rate=24000))
     p = make()
     ready(p)
-    with pytest.raises(KittaProtocolError):
-        p.receive(srv(event="authenticated"))
+    protocol_error(p, srv(event="authenticated"))
     p = make()
-    p.receive(srv(event="authenticated"))
+    feed(p, srv(event="authenticated"))
     p.data_to_send()
-    with pytest.raises(KittaProtocolError):
-        p.receive(srv(event="ready", request_id="someone-else", sample_rate=24000))
+    protocol_error(p, srv(event="ready", request_id="someone-else", sample_rate=24000))
 
 
 def test_stereo_or_8bit_pcm_is_refused() -> None:
     p = make()
-    p.receive(srv(event="authenticated"))
+    feed(p, srv(event="authenticated"))
     p.data_to_send()
-    with pytest.raises(KittaProtocolError):
-        p.receive(srv(event="ready", request_id=RID, sample_rate=24000, channels=2, bit_depth=16))
+    protocol_error(p, srv(event="ready", request_id=RID, sample_rate=24000, channels=2, bit_depth=16))
 
 
 def test_long_text_is_split_into_text_events() -> None:
     p = make()
     ready(p)
     text = ("Sentence number one is here. " * 100).strip()  # 2899 chars
-    p.send_text(text)
-    p.flush()
+    p.send_text(RID, text, 0.0)
+    p.flush(RID, 0.0)
     frames = unpack(p.data_to_send())
     texts = [f["text"] for f in frames if f["event"] == "text"]
     assert len(texts) == 2 and "".join(texts) == text
@@ -312,7 +335,7 @@ def test_segment_is_flushed_early_before_the_segment_limit() -> None:
     ready(p)
     sentence = "x" * 1499 + ". "  # 1501 chars
     for _ in range(8):  # 12,008 chars without a flush
-        p.send_text(sentence)
+        p.send_text(RID, sentence, 0.0)
     frames = unpack(p.data_to_send())
     segment, sizes = 0, []
     for f in frames:
@@ -323,29 +346,29 @@ def test_segment_is_flushed_early_before_the_segment_limit() -> None:
             segment = 0
     assert sizes == [6 * 1501]  # flushed before the 7th sentence would exceed 10,000
     assert segment == 2 * 1501  # still buffered
-    p.flush()
+    p.flush(RID, 0.0)
     assert max(len(s.text) for s in p.segments) <= 10_000 and len(p.segments) == 2
 
 
 def test_session_unit_limit_raises_before_sending() -> None:
     p = make(limits=KittaLimits(max_session_units=100))
     ready(p)
-    p.send_text("a" * 60)
-    p.flush()
+    p.send_text(RID, "a" * 60, 0.0)
+    p.flush(RID, 0.0)
     p.data_to_send()
     with pytest.raises(KittaLimitError) as exc:
-        p.send_text("b" * 41)
+        p.send_text(RID, "b" * 41, 0.0)
     assert exc.value.limit == "max_session_units" and "100" in str(exc.value)
     assert p.data_to_send() == []  # nothing of it was queued
-    assert p.units_sent == 60
-    p.send_text("b" * 40)  # exactly at the limit is fine
+    assert p.units_sent == 60 and p.facts is not None and p.facts.characters_sent == 60
+    p.send_text(RID, "b" * 40, 0.0)  # exactly at the limit is fine
 
 
 def test_whitespace_only_flush_is_not_a_segment() -> None:
     p = make()
     ready(p)
-    p.send_text("  ")
-    assert p.flush() is False
+    p.send_text(RID, "  ", 0.0)
+    assert p.flush(RID, 0.0) is False
     assert unpack(p.data_to_send()) == [{"event": "text", "text": "  "}]
     assert p.segments == []
 
@@ -353,33 +376,31 @@ def test_whitespace_only_flush_is_not_a_segment() -> None:
 def test_audio_is_reordered_by_sequence() -> None:
     p = make()
     ready(p)
-    p.send_text("Hi. ")
-    p.flush()
+    p.send_text(RID, "Hi. ", 0.0)
+    p.flush(RID, 0.0)
     p.data_to_send()
-    assert p.receive(audio(1, b"\x01\x00")) == []  # held until 0 arrives
-    out = p.receive(audio(0, b"\x00\x00"))
-    assert [e.seq for e in out] == [0, 1]
-    assert p.receive(audio(1, b"\x01\x00")) == []  # duplicate dropped
-    assert p.receive(audio(3, b"\x03\x00")) == []  # gap...
-    usage = p.receive(srv(event="usage", request_id=RID, units=3))
-    assert [getattr(e, "seq", "usage") for e in usage] == [3, "usage"]  # ...released in order at segment end
+    assert feed(p, audio(1, b"\x01\x00")) == []  # held until 0 arrives
+    assert audio_of(feed(p, audio(0, b"\x00\x00"))) == [b"\x00\x00", b"\x01\x00"]
+    assert feed(p, audio(1, b"\x01\x00")) == []  # duplicate dropped
+    assert feed(p, audio(3, b"\x03\x00")) == []  # gap...
+    assert audio_of(feed(p, srv(event="usage", request_id=RID, units=3))) == [b"\x03\x00"]  # ...released
     assert p.segments[0].status is SegmentStatus.DONE and p.units_billed == 3
 
 
 def test_audio_without_sequence_keeps_arrival_order() -> None:
     p = make()
     ready(p)
-    out = p.receive(audio(None, b"\x05\x00")) + p.receive(audio(None, b"\x06\x00"))
-    assert [e.audio for e in out] == [b"\x05\x00", b"\x06\x00"]
+    out = feed(p, audio(None, b"\x05\x00")) + feed(p, audio(None, b"\x06\x00"))
+    assert audio_of(out) == [b"\x05\x00", b"\x06\x00"]
 
 
 def test_error_event_maps_to_typed_error() -> None:
-    p = make()
+    p = make(limits=KittaLimits())
+    p.max_retries = 0
     ready(p)
-    events = p.receive(
-        srv(event="error", request_id=RID, code="internal_error", message="boom", retryable=True)
+    events = feed(
+        p, srv(event="error", request_id=RID, code="internal_error", message="boom", retryable=True)
     )
-    assert isinstance(events[-1], ErrorEvent)
     assert p.state is State.FAILED
     err = p.error
     assert isinstance(err, TTSAPIError)
@@ -389,30 +410,35 @@ def test_error_event_maps_to_typed_error() -> None:
         True,
         RID,
     )
-    assert p.connection_lost(1011) is err
+    assert events == [TurnFailed(RID, err), ConnectionFailed(err)]
+    p.connection_lost(1011, "", 0.0)
+    assert p.error is err and p.events_received() == []
 
 
 @pytest.mark.parametrize(("code", "retryable"), [(1012, True), (1013, True), (1006, False), (1000, False)])
 def test_close_codes(code: int, retryable: bool) -> None:
     p = make()
     ready(p)
-    err = p.connection_lost(code, "bye")
+    p.connection_lost(code, "bye", 0.0)
+    err = p.error
     assert isinstance(err, KittaConnectionClosed)
     assert err.close_code == code and err.retryable is retryable
+    assert (p.successor is not None) is retryable  # retried only for 1012/1013
+    assert p.events_received()[-1] == ConnectionFailed(err)
 
 
 def test_resume_replays_only_undelivered_segments() -> None:
     p = make()
     ready(p)
     for text in ("One. ", "Two. ", "Three. "):
-        p.send_text(text)
-        p.flush()
-    p.send_text("Tail")
-    p.stop()
+        p.send_text(RID, text, 0.0)
+        p.flush(RID, 0.0)
+    p.send_text(RID, "Tail", 0.0)
+    p.end_turn(RID, 0.0)
     p.data_to_send()
-    p.receive(audio(0))
-    p.receive(srv(event="usage", request_id=RID, units=4))  # "One." done
-    p.receive(srv(event="error", code="overloaded", message="", retryable=True))
+    feed(p, audio(0))
+    feed(p, srv(event="usage", request_id=RID, units=4))  # "One." done
+    feed(p, srv(event="error", code="overloaded", message="", retryable=True))
     assert [s.status for s in p.segments] == [
         SegmentStatus.DONE,
         SegmentStatus.PENDING,
@@ -420,7 +446,8 @@ def test_resume_replays_only_undelivered_segments() -> None:
         SegmentStatus.PENDING,
     ]
     assert p.can_resume()
-    q = KittaProtocol(request_id="req-1.r1", request=p.request)
+    q = make(turn=False)
+    q.open_turn("req-1.r1", 0.0)
     assert p.replay_into(q) == 3
     ready_frames = ready_frames_of(q)
     texts = [f.get("text") for f in ready_frames if f["event"] == "text"]
@@ -429,35 +456,37 @@ def test_resume_replays_only_undelivered_segments() -> None:
 
 
 def ready_frames_of(q: KittaProtocol) -> list[dict[str, Any]]:
-    q.receive(srv(event="authenticated"))
+    q.receive(srv(event="authenticated"), 0.0)
     q.data_to_send()
-    q.receive(srv(event="ready", request_id=q.request_id, sample_rate=24000, channels=1, bit_depth=16))
+    q.receive(srv(event="ready", request_id=q.request_id, sample_rate=24000, channels=1, bit_depth=16), 0.0)
     return unpack(q.data_to_send())
 
 
 def test_part_delivered_segment_is_never_replayed() -> None:
     p = make()
     ready(p)
-    p.send_text("One. ")
-    p.flush()
+    p.send_text(RID, "One. ", 0.0)
+    p.flush(RID, 0.0)
     p.data_to_send()
-    p.receive(audio(0))
-    p.receive(srv(event="error", code="internal_error", message="", retryable=True))
+    feed(p, audio(0))
+    feed(p, srv(event="error", code="internal_error", message="", retryable=True))
     assert p.segments[0].status is SegmentStatus.DELIVERING
-    assert not p.can_resume()
+    assert not p.can_resume() and p.successor is None  # retryable, yet not retried
     with pytest.raises(KittaProtocolError):
-        p.replay_into(KittaProtocol(request_id="r2", request=p.request))
+        p.replay_into(make(turn=False))
 
 
 def test_local_close_is_terminal_and_silent() -> None:
     p = make()
     ready(p)
-    p.send_text("x")
-    p.close()
-    assert p.state is State.CLOSED
+    p.send_text(RID, "x", 0.0)
+    p.cancel_turn(RID, 0.0)
+    assert p.state is State.CLOSED and p.close_request == (1000, "cancelled")
+    assert p.events_received() == [TurnDone(RID, cancelled=True)]
     assert p.data_to_send() == []
-    assert p.receive(audio(0)) == []
-    assert p.connection_lost(1006) is None
+    assert feed(p, audio(0)) == []
+    p.connection_lost(1006, "", 0.0)
+    assert p.events_received() == [] and p.error is None
 
 
 def test_limits_are_validated() -> None:
@@ -472,26 +501,25 @@ def test_limits_are_validated() -> None:
 
 @pytest.mark.parametrize("auth", ["header", "frame"])
 def test_a_deferred_session_authenticates_but_holds_start_until_begin(auth: str) -> None:
-    p = make(auth=auth)
-    p.deferred = True
+    p = make(auth=auth, turn=False)
+    assert p.deferred
     first = unpack(p.data_to_send())
     assert [f["event"] for f in first] == (["auth"] if auth == "frame" else [])
-    p.receive(srv(event="authenticated"))
+    feed(p, srv(event="authenticated"))
     assert p.state is State.AUTHENTICATED and p.data_to_send() == []  # no start: no server session
     other = StartRequest(voice_id="other", model="fishaudio-s21pro-flash", format="pcm", language="en")
-    p.begin("turn-7", other)
+    p.open_turn("turn-7", 0.0, request=other)
     (start,) = unpack(p.data_to_send())
     assert start["event"] == "start" and start["request_id"] == "turn-7"
     assert start["request"]["voice_id"] == "other" and start["request"]["language"] == "en"
     assert p.state is State.STARTED
     with pytest.raises(KittaProtocolError):
-        p.begin("again")  # only once
+        p.open_turn("again", 0.0)  # only once
 
 
 def test_begin_before_authenticated_sends_start_on_authenticated() -> None:
-    p = make()
-    p.deferred = True
-    p.begin("turn-8")
+    p = make(turn=False)
+    p.open_turn("turn-8", 0.0)
     assert p.data_to_send() == []
-    p.receive(srv(event="authenticated"))
+    feed(p, srv(event="authenticated"))
     assert [f["request_id"] for f in unpack(p.data_to_send())] == ["turn-8"]

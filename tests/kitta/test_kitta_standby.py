@@ -125,5 +125,5 @@ async def test_finished_turns_keep_no_session_socket_or_buffer(
     await poll(lambda: set(provider.client._sessions) <= {standby}, WAIT)
     for turn in turns:
         session = turn.generation.session
-        assert session.ws is None and not session.inbox
+        assert session.ws is None and not turn.generation.pending()
     await kemu.wait_until(lambda: kemu.stats.kitta_open == 1, timeout=WAIT)  # the standby only

@@ -31,7 +31,7 @@ _KEPT = 64
 
 
 class TurnUsageEvents:
-    """Mixin for :class:`~ttsbridge.livekit_adapter.TurnTTS` (before ``tts.TTS`` in the bases)."""
+    """Mixin for :class:`~ttsbridge.livekit.TurnTTS` (before ``tts.TTS`` in the bases)."""
 
     def _usage_pending(self) -> OrderedDict[str, TurnUsage]:
         pending: OrderedDict[str, TurnUsage] | None = getattr(self, "_pending_usage", None)

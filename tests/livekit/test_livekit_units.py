@@ -14,7 +14,8 @@ from ttsbridge.errors import (
     TTSInvalidOptionError,
     TTSTimeoutError,
 )
-from ttsbridge.livekit_adapter import _Watchdog, to_api_error
+from ttsbridge.livekit import to_api_error
+from ttsbridge.livekit._waits import Watchdog as _Watchdog
 
 KEY = "sk_996_secretsecret123"
 

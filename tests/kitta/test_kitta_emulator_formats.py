@@ -12,7 +12,7 @@ from typing import Any
 import av
 import numpy as np
 import pytest
-from test_emulator_endpoint import authed, raw
+from test_kitta_emulator_endpoint import authed, raw
 
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_duration, tone_frequency

@@ -1,6 +1,6 @@
 """A Kitta server that breaks the protocol: fields of the wrong type (issue 9.3), and a server that keeps
-sending after the frame the client rejected (issue 9.4). A small real websockets server on loopback plays
-the server; the field table is checked on the pure decoder."""
+sending after the frame the client rejected (issue 9.4). The shared loopback server (``tests/loopback``),
+scripted, plays the server; the field table is checked on the pure decoder."""
 
 from __future__ import annotations
 
@@ -11,75 +11,42 @@ from typing import Any
 
 import msgpack
 import pytest
-from aiohttp import WSMsgType, web
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
 
+from loopback import LoopbackServer, ignore_close, kitta_ready, send
 from support import wait_until as poll
 from ttsbridge.emulator import TONE_VOICE_ID
 from ttsbridge.kitta import KittaClient, KittaOptions
 from ttsbridge.kitta.protocol import KittaProtocolError, decode
 
 WAIT = 5.0
-SUBPROTOCOL = "realtime.tts.msgpack.v2"
 PCM = b"\x01\x00" * 480
 
-Script = Callable[[web.WebSocketResponse, str], Awaitable[None]]
+Body = Callable[[ServerConnection, str], Awaitable[None]]
 
 
 def pack(obj: dict[str, Any]) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-class LoopbackServer:
-    """Authenticates, answers ``start`` with ``ready``, then runs ``script(ws, request_id)``. It never
-    answers a close frame on its own (``autoclose=False``): a script decides whether it ever closes."""
+def loopback(body: Body) -> LoopbackServer:
+    """Authenticates, answers ``start`` with ``ready``, then runs ``body(ws, request_id)``; what the client
+    sends next is read and ignored (the server answers a close frame unless ``body`` stops reading)."""
 
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.closed = asyncio.Event()
-        self.url = ""
+    async def script(ws: ServerConnection, msg: dict[str, Any]) -> None:
+        if msg.get("event") == "start":
+            await send(ws, kitta_ready(msg["request_id"]))
+            await body(ws, msg["request_id"])
 
-    async def handler(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,), autoclose=False)
-        await ws.prepare(request)
-        try:
-            await ws.send_bytes(pack({"event": "authenticated"}))
-            start = msgpack.unpackb((await ws.receive()).data, raw=False)
-            rid = start["request_id"]
-            ready = {"event": "ready", "request_id": rid, "sample_rate": 24000, "channels": 1}
-            await ws.send_bytes(pack(ready))
-            await self.script(ws, rid)
-            while (await ws.receive()).type not in (WSMsgType.CLOSE, WSMsgType.CLOSED, WSMsgType.ERROR):
-                pass
-            await ws.close()
-        except (ConnectionError, RuntimeError):  # the client aborted the connection
-            pass
-        finally:
-            self.closed.set()
-        return ws
-
-
-@contextlib.asynccontextmanager
-async def loopback(script: Script) -> AsyncIterator[LoopbackServer]:
-    server = LoopbackServer(script)
-    app = web.Application()
-    app.router.add_get("/v2/tts/live", server.handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    server.url = f"ws://127.0.0.1:{port}"
-    try:
-        yield server
-    finally:
-        await runner.cleanup()
+    return LoopbackServer("kitta", script=script)
 
 
 @contextlib.asynccontextmanager
 async def client_for(server: LoopbackServer, **kwargs: Any) -> AsyncIterator[KittaClient]:
     client = KittaClient(
         "any-key",
-        base_url=server.url,
+        base_url=server.base_url,
         options=KittaOptions(voice_id=TONE_VOICE_ID),
         max_retries=0,
         **kwargs,
@@ -111,12 +78,10 @@ async def run_generation(client: KittaClient) -> list[bytes]:
 
 
 async def test_audio_sent_as_a_text_string_fails_the_session_with_a_protocol_error() -> None:
-    async def script(ws: web.WebSocketResponse, rid: str) -> None:
-        await ws.send_bytes(
-            pack({"event": "audio", "request_id": rid, "seq": 0, "audio": "AAAAAAAAAAAAAAAA"})
-        )
-        await ws.send_bytes(pack({"event": "audio", "request_id": rid, "seq": 1, "audio": PCM}))
-        await ws.send_bytes(pack({"event": "finish", "request_id": rid, "units": 6}))
+    async def script(ws: ServerConnection, rid: str) -> None:
+        await send(ws, {"event": "audio", "request_id": rid, "seq": 0, "audio": "AAAAAAAAAAAAAAAA"})
+        await send(ws, {"event": "audio", "request_id": rid, "seq": 1, "audio": PCM})
+        await send(ws, {"event": "finish", "request_id": rid, "units": 6})
 
     async with loopback(script) as server, client_for(server) as client:
         got: list[bytes] = []
@@ -165,12 +130,13 @@ def test_fields_of_the_right_types_decode() -> None:
 
 
 async def test_a_protocol_error_fails_the_turn_at_once_while_the_server_keeps_sending() -> None:
-    async def script(ws: web.WebSocketResponse, rid: str) -> None:
-        await ws.send_bytes(b"\xc1 not msgpack")  # 0xc1 is never valid MessagePack
+    async def script(ws: ServerConnection, rid: str) -> None:
+        ignore_close(ws)
+        await ws.send(b"\xc1 not msgpack")  # 0xc1 is never valid MessagePack
         frame = pack({"event": "audio", "request_id": rid, "audio": b"\x00" * 4096})
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            while not ws.closed:  # keeps sending and never answers the client's close
-                await ws.send_bytes(frame)
+        with contextlib.suppress(ConnectionClosed):
+            while True:  # keeps sending and never answers the client's close
+                await ws.send(frame)
                 await asyncio.sleep(0.001)
 
     close_timeout = 6.0
@@ -186,3 +152,18 @@ async def test_a_protocol_error_fails_the_turn_at_once_while_the_server_keeps_se
         await asyncio.wait_for(server.closed.wait(), close_timeout + 4)
         await poll(lambda: not client._sessions, close_timeout + 4)
         await gen.aclose()
+
+
+async def test_a_protocol_error_closes_the_socket_with_1002() -> None:
+    """RFC 6455: 1002 is the close code for a protocol error; the engine sends the code the protocol chose."""
+    seen: list[ServerConnection] = []
+
+    async def script(ws: ServerConnection, rid: str) -> None:
+        seen.append(ws)
+        await send(ws, {"event": "audio", "request_id": rid, "seq": 0, "audio": "not bytes"})
+
+    async with loopback(script) as server, client_for(server) as client:
+        with pytest.raises(KittaProtocolError):
+            await run_generation(client)
+        await poll(lambda: bool(seen) and seen[0].protocol.close_rcvd is not None, WAIT)
+        assert seen[0].protocol.close_rcvd is not None and seen[0].protocol.close_rcvd.code == 1002

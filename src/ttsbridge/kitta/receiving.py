@@ -1,0 +1,110 @@
+"""The server-event side of :class:`~ttsbridge.kitta.protocol.KittaProtocol`, pure: each decoded server event
+moves the phase table, the segments and the audio order, and emits provider-neutral events."""
+
+from __future__ import annotations
+
+import logging
+
+from ttsbridge.engine.events import AudioReceived, Event, TurnDone
+from ttsbridge.errors import TTSBridgeError
+from ttsbridge.kitta.models import AudioEvent, ErrorEvent, FinishEvent, ReadyEvent, UsageEvent
+from ttsbridge.kitta.retry import Outcome, TurnFacts
+from ttsbridge.kitta.segments import AudioOrder, TextQueue
+from ttsbridge.kitta.wire import KittaProtocolError, error_from_event
+
+__all__ = ["ServerEvents"]
+
+logger = logging.getLogger("ttsbridge.kitta")
+
+
+class ServerEvents:
+    """Mixin of :class:`~ttsbridge.kitta.protocol.KittaProtocol`: the handling of decoded server events."""
+
+    turn_id: str | None
+    facts: TurnFacts | None
+    sample_rate: int | None
+    channels: int | None
+    bit_depth: int | None
+    units_billed: int
+    finish_units: int | None
+    audio_bytes: int
+    close_request: tuple[int, str] | None
+    _text: TextQueue
+    _order: AudioOrder
+    _events: list[Event]
+
+    def _step(self, event: str) -> None:
+        raise NotImplementedError
+
+    def _secrets(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def _fail(
+        self, err: TTSBridgeError, now: float, *, close: tuple[int, str] | None, may_retry: bool = True
+    ) -> None:
+        raise NotImplementedError
+
+    def _handle(self, event: object, now: float) -> None:
+        if isinstance(event, ErrorEvent):
+            self._deliver(self._order.drain())
+            err = error_from_event(event, self.turn_id, self._secrets())
+            self._fail(err, now, close=(1000, "error received"))
+            return
+        name = getattr(event, "event", "")
+        self._step(name)
+        if isinstance(event, ReadyEvent):
+            if event.request_id != self.turn_id:
+                raise KittaProtocolError("kitta: 'ready' for another request_id")
+            self._layout(event.sample_rate, event.channels, event.bit_depth)
+        elif isinstance(event, AudioEvent):
+            self._on_audio(event)
+        elif isinstance(event, UsageEvent):
+            self._deliver(self._order.drain())
+            self._text.segments.usage(event.units)
+            self.units_billed += event.units
+        elif isinstance(event, FinishEvent):
+            self._on_finish(event)
+
+    def _layout(self, rate: int | None, channels: int | None, bit_depth: int | None) -> None:
+        self.sample_rate = rate or self.sample_rate
+        self.channels = channels or self.channels
+        self.bit_depth = bit_depth or self.bit_depth
+        if self.channels not in (None, 1) or self.bit_depth not in (None, 16):
+            raise KittaProtocolError(
+                f"kitta: unsupported PCM layout channels={self.channels} bit_depth={self.bit_depth} "
+                "(this client handles mono 16-bit)"
+            )
+
+    def _on_audio(self, event: AudioEvent) -> None:
+        if event.request_id is not None and event.request_id != self.turn_id:
+            raise KittaProtocolError("kitta: audio for another request_id")
+        self._layout(event.sample_rate, event.channels, event.bit_depth)
+        if self.sample_rate is None:
+            raise KittaProtocolError("kitta: pcm audio without sample_rate on 'ready' or 'audio'")
+        if event.audio:
+            # Received is delivered, even while held for a sequence gap: the server committed (billed) the
+            # segment at its first audio frame, so it must never be replayed.
+            self._text.segments.audio(0)
+        self._deliver(self._order.push(event))
+
+    def _deliver(self, events: list[AudioEvent]) -> None:
+        if not events:
+            return
+        assert self.turn_id is not None and self.facts is not None
+        for ev in events:
+            if ev.audio:
+                self._text.segments.audio(len(ev.audio))
+                self.audio_bytes += len(ev.audio)
+                self.facts.audio_bytes += len(ev.audio)
+                self._events.append(AudioReceived(self.turn_id, ev.audio))
+
+    def _on_finish(self, event: FinishEvent) -> None:
+        assert self.turn_id is not None and self.facts is not None
+        self._deliver(self._order.drain())
+        self._text.segments.finish()
+        self.finish_units = event.units
+        self.facts.units += event.units
+        self.facts.outcome = Outcome.FINISHED
+        self.close_request = (1000, "finished")
+        self._events.append(TurnDone(self.turn_id))
+        logger.debug("kitta %s: finished, %d units", self.turn_id, event.units)

@@ -1,0 +1,105 @@
+"""Kitta retry policy, pure (clock passed in): what one turn has done across its attempts, whether a failed
+attempt is retried, and the attempt that follows it (a fresh session on a new connection with a derived
+``request_id``, only never-delivered segments replayed, ``start`` held for the backoff from the failure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ttsbridge.errors import TTSBridgeError
+from ttsbridge.kitta.handshake import backoff_delay, retry_request_id
+
+if TYPE_CHECKING:
+    from ttsbridge.kitta.protocol import KittaProtocol
+
+__all__ = ["Outcome", "TurnFacts", "backoff", "next_attempt", "no_retry_reason", "not_before_next"]
+
+logger = logging.getLogger("ttsbridge.kitta")
+
+#: A retry's connection is opened this long before its backoff ends (its handshake overlaps the backoff).
+PRECONNECT_LEAD: Final = 2.0
+
+
+class Outcome(str, enum.Enum):
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+@dataclass
+class TurnFacts:
+    """One user-intended turn across its attempts; the one record of it, shared by a protocol and its
+    successors (the adapters' characters, audio_started, retries and outcome are read here)."""
+
+    base_id: str
+    ids: list[str]
+    retries: int = 0
+    characters_sent: int = 0
+    units: int = 0
+    audio_bytes: int = 0
+    outcome: Outcome | None = None
+    error: TTSBridgeError | None = None
+    failed_at: float | None = None
+
+
+def backoff(proto: KittaProtocol, attempt: int, err: TTSBridgeError) -> float:
+    return backoff_delay(attempt, err, proto.backoff_initial, proto.backoff_max, proto.rng)
+
+
+def no_retry_reason(proto: KittaProtocol, err: TTSBridgeError, facts: TurnFacts) -> str:
+    """Why the failed attempt ``proto`` is not retried ("" = it is)."""
+    if not err.retryable:
+        return "not retryable"
+    if not proto.can_resume():
+        return "audio of the failed segment was already delivered (never replayed)"
+    if facts.audio_bytes and not proto.resume_after_audio:
+        return "audio was already delivered"
+    if facts.retries >= proto.max_retries:
+        return f"gave up after {facts.retries} retries"
+    return ""
+
+
+def next_attempt(proto: KittaProtocol, err: TTSBridgeError, now: float) -> KittaProtocol | None:
+    """The turn's next attempt after ``proto`` failed with ``err`` at ``now``, or None (the turn fails)."""
+    facts = proto.facts
+    assert facts is not None
+    reason = no_retry_reason(proto, err, facts)
+    if reason:
+        logger.warning("kitta %s: %s; %s", proto.request_id, err, reason)
+        return None
+    facts.retries += 1
+    facts.units += proto.units_billed
+    new_id = retry_request_id(facts.base_id, facts.retries)
+    delay = backoff(proto, facts.retries, err)
+    successor = dataclasses.replace(proto, label=new_id)
+    successor.open_turn(new_id, now, not_before=now + delay, facts=facts)
+    replayed = proto.replay_into(successor)
+    facts.ids.append(new_id)
+    logger.warning(
+        "kitta %s: %s; retry %d/%d as %s in %.2f s (%d segment(s) replayed)",
+        proto.request_id,
+        err,
+        facts.retries,
+        proto.max_retries,
+        new_id,
+        delay,
+        replayed,
+    )
+    return successor
+
+
+def not_before_next(proto: KittaProtocol, current: float) -> float:
+    """When the provider's next turn may send ``start``, once the turn of ``proto`` is over: a turn opened
+    after a retryable failure is a retry (a framework's loop, a caller's) and waits the backoff from that
+    failure; a finished turn lifts the hold."""
+    facts = proto.facts
+    if facts is None:
+        return current
+    err = facts.error
+    if facts.outcome is Outcome.FAILED and err is not None and err.retryable:
+        return max(current, (facts.failed_at or 0.0) + backoff(proto, 1, err))
+    return 0.0 if facts.outcome is Outcome.FINISHED else current

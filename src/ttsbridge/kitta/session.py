@@ -1,0 +1,256 @@
+"""One Kitta WebSocket connection (= one server session) on the engine's :class:`~ttsbridge.engine.Connection`.
+
+:class:`KittaSession` holds no turn state: it connects (in a background task, at once or when its protocol
+says a held retry should), writes and dispatches through the engine's connection, and asks its
+:class:`~ttsbridge.kitta.protocol.KittaProtocol` everything else (as websockets' ``Connection.state`` returns
+``self.protocol.state``). Once the protocol knows the outcome (finish, error, protocol error, timeout, close)
+the task finishes the close in the background, bounded, and the session lets go of its socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from websockets.asyncio.client import ClientConnection
+
+from ttsbridge.engine.connection import Connection
+from ttsbridge.engine.events import ConnectionFailed, Event, TurnEvent
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSTimeoutError
+from ttsbridge.kitta.models import KittaOptions
+from ttsbridge.kitta.protocol import KittaProtocol, State
+
+if TYPE_CHECKING:
+    from ttsbridge.kitta.client import KittaClient
+
+__all__ = ["KittaSession"]
+
+log = logging.getLogger("ttsbridge.kitta")
+
+#: Kitta audio frames can be large (a whole segment of WAV at once).
+MAX_FRAME: int = 16 * 2**20
+
+
+class KittaSession:
+    """One WebSocket connection = one Kitta session. Starts connecting at construction (needs a running loop),
+    or at ``connect_at`` (loop time) for a retry held in its backoff.
+
+    :attr:`authenticated` and :attr:`ready` are set when the server says so, and when the session ends."""
+
+    def __init__(self, client: KittaClient, proto: KittaProtocol, *, connect_at: float | None = None) -> None:
+        self.client = client
+        self.proto = proto
+        self._loop = asyncio.get_running_loop()
+        self.created_at = self._loop.time()
+        extra = {} if client.proxy is True else {"proxy": client.proxy}  # websockets < 15 has no proxy
+        self.connection: Connection | None = Connection(
+            proto,
+            on_event=self._on_event,
+            on_receive=self._progress,
+            connect_timeout=client.connect_timeout,
+            close_timeout=client.close_timeout,
+            max_size=MAX_FRAME,
+            name=f"kitta-{proto.request_id}",
+            connect_options=extra,
+        )
+        self.authenticated = asyncio.Event()
+        self.ready = asyncio.Event()
+        self._over = asyncio.Event()  # the outcome is known: the task closes the socket
+        #: When the outcome became known (loop time).
+        self.ended_at: float | None = None
+        self._closing = False
+        #: Set by a pool: the age after which an unused connection should be replaced.
+        self.max_age: float | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+        client.track(self)
+        self._task = asyncio.create_task(self._run(connect_at), name=f"kitta-session-{proto.request_id}")
+
+    def __repr__(self) -> str:
+        return f"KittaSession(request_id={self.request_id!r}, state={self.proto.state.value}, ended={self.ended})"
+
+    # --------------------------------------------------------------------------------------------- queries
+
+    @property
+    def request_id(self) -> str:
+        return self.proto.request_id
+
+    @property
+    def age(self) -> float:
+        return self._loop.time() - self.created_at
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+    @property
+    def alive(self) -> bool:
+        """Not ended and not failed/closed (it may still be connecting)."""
+        return not self.ended and not self.proto.terminal and not self._closing
+
+    def usable(self) -> bool:
+        """For the engine's pool: may still carry a turn (connecting or authenticated, nothing started)."""
+        return self.alive and self.proto.deferred
+
+    def expired(self) -> bool:
+        """For the engine's pool: warm (authenticated) and older than :attr:`max_age`. A connection still
+        connecting is not retired by age: under load it would be closed before it ever served."""
+        return self.max_age is not None and self.authenticated.is_set() and self.age >= self.max_age
+
+    @property
+    def error(self) -> TTSBridgeError | None:
+        return self.proto.error
+
+    @property
+    def ws(self) -> ClientConnection | None:
+        """The socket while the session holds one (None before it connected and after it closed)."""
+        return self.connection.ws if self.connection is not None else None
+
+    @property
+    def task(self) -> asyncio.Task[None]:
+        return self._task
+
+    # ----------------------------------------------------------------------------------------------- turns
+
+    def attach(self, sink: Callable[[TurnEvent], None]) -> None:
+        """Deliver the events of this connection's turn to ``sink`` (the generation's)."""
+        if self.connection is not None and self.proto.turn_id is not None:
+            self.connection.attach(self.proto.turn_id, sink)
+
+    def begin(
+        self, request_id: str, options: KittaOptions | None = None, *, not_before: float | None = None
+    ) -> None:
+        """Open the turn on this (pre-connected) session: its ``start`` goes out for ``request_id`` and
+        ``options``, once authenticated and not before ``not_before`` (loop time)."""
+        request = options.start_request() if options is not None else None
+        self.proto.open_turn(request_id, self._loop.time(), request=request, not_before=not_before)
+        self._task.set_name(f"kitta-session-{request_id}")
+        task = asyncio.create_task(self.pump(), name=f"kitta-pump-{request_id}")
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+
+    async def pump(self) -> None:
+        """After a command: dispatch its events and write what the protocol allows now (frames queued before
+        the socket is up are written once it is)."""
+        conn = self.connection
+        if conn is None or (conn.ws is None and self.proto.has_data_to_send()):
+            return
+        with contextlib.suppress(TTSConnectionError):  # lost while writing: the protocol was told
+            await conn.flush()
+        self._progress()
+
+    # ------------------------------------------------------------------------------------------------ life
+
+    def _progress(self) -> None:
+        proto = self.proto
+        if proto.state is not State.CONNECTING:
+            self.authenticated.set()
+        if proto.is_ready:
+            self.ready.set()
+        if proto.terminal:
+            self._over.set()
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, ConnectionFailed):
+            self._over.set()
+
+    async def _run(self, connect_at: float | None) -> None:
+        try:
+            if connect_at is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._over.wait(), max(0.0, connect_at - self._loop.time()))
+            if not self.proto.terminal and await self._connect():
+                log.debug("kitta %s: connected (auth=%s)", self.request_id, self.proto.auth)
+                await self.pump()
+                await self._over.wait()
+        finally:
+            await self.pump()
+            self._end()
+            conn = self.connection
+            if conn is not None:
+                await conn.close()  # bounded: keeps reading until the close completes, then aborts
+            self._release()
+
+    async def _connect(self) -> bool:
+        conn = self.connection
+        assert conn is not None
+        if self.client.closed:
+            self.proto.fail_connect(
+                TTSConnectionError("kitta: client is closed", retryable=False), self._now()
+            )
+            return False
+        try:
+            await conn.connect()
+        except TTSBridgeError as exc:
+            self.proto.fail_connect(exc, self._now())
+            return False
+        assert conn.ws is not None
+        err = self.proto.subprotocol_error(conn.ws.subprotocol)
+        if err is not None:
+            self.proto.fail_connect(err, self._now())
+            return False
+        return not self.proto.terminal  # closed while connecting: the finally closes the socket
+
+    def _now(self) -> float:
+        return self._loop.time()
+
+    def _end(self) -> None:
+        """The outcome is known: record when, and wake every waiter."""
+        if self.ended_at is not None:
+            return
+        self.ended_at = self._loop.time()
+        if self.proto.error is not None:
+            log.debug("kitta %s: session ended: %s", self.request_id, self.proto.error)
+        self.authenticated.set()
+        self.ready.set()
+        self._over.set()
+
+    def _release(self) -> None:
+        """The task is over: the socket (and the connection holding it) goes."""
+        self.connection = None
+        self.client.untrack(self)
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Until ``ready``; raises the session's error, or :class:`TTSTimeoutError` (and closes)."""
+        try:
+            await asyncio.wait_for(self.ready.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self.close(1000, "ready timeout")
+            raise TTSTimeoutError(f"kitta: no 'ready' within {timeout:g} s") from None
+        if not self.proto.is_ready:
+            raise self.error or TTSConnectionError("kitta: session closed before 'ready'")
+
+    async def wait_authenticated(self, timeout: float) -> None:
+        """Until ``authenticated`` (a warm connection); raises the session's error, or a timeout."""
+        try:
+            await asyncio.wait_for(self.authenticated.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self.close(1000, "authentication timeout")
+            raise TTSTimeoutError(f"kitta: no 'authenticated' within {timeout:g} s") from None
+        if not self.alive:
+            raise self.error or TTSConnectionError("kitta: connection closed before 'authenticated'")
+
+    async def close(self, code: int = 1000, reason: str = "", *, wait: bool = True) -> None:
+        """Close the session: nothing more is sent or delivered (a turn on it ends cancelled). Idempotent.
+
+        The close itself completes in the session's task, bounded; ``wait=False`` returns without waiting
+        for it once the socket is up (a session still connecting is stopped and waited for)."""
+        self._closing = True
+        self.proto.close(reason or "closed")
+        await self.pump()
+        self._over.set()
+        task = self._task
+        if not task.done() and self.ws is None:
+            task.cancel()  # not connected yet (handshaking, or a retry waiting for its time)
+        if not task.done() and (wait or self.ws is None):
+            done, _ = await asyncio.wait({task}, timeout=self.client.close_timeout + 2.0)
+            if not done:
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: never "exception was never retrieved"
+        self._end()  # a task cancelled before its first step never ran its finally
+        if task.done():
+            self._release()

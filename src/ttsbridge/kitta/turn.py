@@ -1,0 +1,154 @@
+"""One Kitta turn (:class:`KittaTurn`): a :class:`ttsbridge.turns.Turn` over one generation (one session, or
+its retries), resampled to the pipeline's rate. Its facts (outcome, retries, usage) are read from the
+generation and its protocol; the turn keeps only its resampler."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import cast
+
+from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.kitta.client import KittaAudio, KittaGeneration
+from ttsbridge.kitta.protocol import SegmentStatus
+from ttsbridge.policy.usage import TurnEnd, TurnUsage
+from ttsbridge.turns import Turn, TurnOutcome
+
+__all__ = ["KittaTurn"]
+
+
+class KittaTurn(Turn):
+    """One turn on Kitta. ``send()`` sends the text and flushes it (the adapters hand whole sentences, and a
+    flush per sentence gets its audio started at once); ``end()`` sends ``stop``; ``cancel()`` closes the
+    session (v2 has no cancel message)."""
+
+    def __init__(self, generation: KittaGeneration, sample_rate: int, *, from_standby: bool) -> None:
+        self._gen = generation
+        self.sample_rate = sample_rate
+        self.from_standby = from_standby
+        self._resampler: StreamResampler | None = None
+
+    def __repr__(self) -> str:
+        return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        return self._gen.request_id
+
+    @property
+    def generation(self) -> KittaGeneration:
+        return self._gen
+
+    async def send(self, text: str) -> None:
+        if text:
+            await self._gen.send(text, flush=True)
+
+    async def end(self) -> None:
+        await self._gen.stop()
+
+    async def cancel(self) -> None:
+        await self._gen.cancel()
+        if self._resampler is not None:
+            self._resampler.reset()
+
+    def take_ready(self, max_bytes: int) -> bytes:
+        """The audio (at :attr:`sample_rate`, resampled like the iterator's) of the whole chunks already
+        received behind the one just yielded, at most ``max_bytes``; ``b""`` before the first chunk and once
+        cancelled. For the adapters' coalescing (see ``NineninesixTurn.take_ready``)."""
+        resampler = self._resampler
+        if resampler is None or self._gen.cancelled:
+            return b""
+        pcm = self._gen.take_ready(resampler.max_input(max_bytes))  # a budget the output cannot pass
+        return resampler.process(pcm) if pcm else b""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        gen = self._gen
+        # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
+        async with contextlib.aclosing(cast("AsyncGenerator[KittaAudio, None]", gen.__aiter__())) as chunks:
+            async for chunk in chunks:
+                resampler = self._resampler
+                if resampler is None or resampler.in_rate != chunk.sample_rate:
+                    if resampler is not None:  # a retry landed on a session with another rate
+                        tail = resampler.flush()
+                        if tail and not gen.cancelled:
+                            yield tail
+                    resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
+                pcm = resampler.process(chunk.pcm)
+                if pcm and not gen.cancelled:
+                    yield pcm
+        if gen.finished and self._resampler is not None:
+            tail = self._resampler.flush()
+            if tail and not gen.cancelled:
+                yield tail
+
+    @property
+    def audio_started(self) -> bool:
+        return self._gen.audio_started
+
+    @property
+    def done(self) -> bool:
+        return self._gen.done
+
+    @property
+    def characters_sent(self) -> int:
+        return self._gen.characters_sent
+
+    @property
+    def connection_reused(self) -> bool:
+        """True when the turn took the warm standby connection (no handshake or auth on its path)."""
+        return self.from_standby
+
+    @property
+    def retries(self) -> int:  # type: ignore[override]
+        return self._gen.retries
+
+    @property
+    def outcome(self) -> TurnOutcome | None:
+        gen = self._gen  # finished, cancelled and failed exclude each other there
+        if gen.error is not None:
+            return "failed"
+        if gen.cancelled:
+            return "cancelled"
+        return "done" if gen.finished else None
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._gen.error
+
+    @property
+    def usage(self) -> TurnUsage:
+        """Kitta's rule, read off the session's segment statuses: a flushed segment is billed once its first
+        audio arrived (``delivering``/``done``; the server's ``usage`` units when it sent them), refunded
+        before that; a finished session bills the server's ``finish`` units. Earlier (retried) sessions add
+        the units their ``usage`` events reported (a retry never follows a part-delivered segment)."""
+        gen = self._gen
+        proto = gen._proto  # the current session's protocol (the generation's own, also during a retry)
+        if proto.finish_units is not None:
+            current = proto.finish_units
+            earlier = gen.units - proto.finish_units if gen.finished else gen.units
+        else:
+            current = sum(
+                seg.units if seg.units is not None else len(seg.text.strip())
+                for seg in proto.segments
+                if seg.status is not SegmentStatus.PENDING
+            )
+            earlier = gen.units
+        reserved = sum(len(s.text.strip()) for s in proto.segments if s.status is SegmentStatus.PENDING)
+        ended = self.outcome
+        return TurnUsage(
+            provider="kitta",
+            turn_id=self.id,
+            characters_sent=self.characters_sent,
+            characters_billed=earlier + current,
+            characters_heard=self.characters_heard,
+            audio_seconds=gen.audio_bytes / 2 / gen.sample_rate if gen.sample_rate else 0.0,
+            ended=None if ended is None else TurnEnd(ended),
+            error_code=self.error_code,
+            characters_reserved=0 if ended is not None else reserved,
+            retries=self.retries,
+        )
+
+    @property
+    def wire_format(self) -> str:
+        rate = self._gen.sample_rate
+        return f"{self._gen.options.format}@{rate}" if rate else self._gen.options.format

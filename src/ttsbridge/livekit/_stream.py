@@ -1,0 +1,209 @@
+"""``tts.stream()``: :class:`TurnSynthesizeStream`, one provider turn per stream (see :mod:`ttsbridge.livekit`).
+
+One attempt of ``_run`` is an :class:`_Attempt`: three tasks (input -> sentences, sentences -> turn, turn ->
+emitter) over the attempt's state, supervised by :func:`~ttsbridge.livekit._waits.supervise`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from livekit.agents import APIConnectOptions, tokenize, tts, utils
+
+from ttsbridge.livekit._errors import to_api_error
+from ttsbridge.livekit._waits import Watchdog, supervise, within
+from ttsbridge.livekit._words import push_timed_words
+from ttsbridge.policy.chunks import with_ready
+from ttsbridge.policy.words import TimedWord, WordClock
+from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
+from ttsbridge.turns import Turn
+
+if TYPE_CHECKING:
+    from ttsbridge.livekit._tts import TurnTTS
+
+__all__ = ["TurnSynthesizeStream"]
+
+#: Bound on one pushed buffer made of chunks already queued when the first was read (never waits).
+_COALESCE_S = 0.1
+
+
+class TurnSynthesizeStream(tts.SynthesizeStream):
+    """``tts.stream()``: one provider turn per stream (see the package docstring)."""
+
+    def __init__(self, *, tts: TurnTTS, conn_options: APIConnectOptions) -> None:
+        super().__init__(tts=tts, conn_options=conn_options)
+        self._tts: TurnTTS = tts
+        #: the turn of the current attempt (tests and debugging)
+        self.turn: Turn | None = None
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        await _Attempt(self, output_emitter).run()
+
+
+class _Attempt:
+    """One attempt of :meth:`TurnSynthesizeStream._run` (LiveKit's retry loop makes a new one per retry)."""
+
+    def __init__(self, stream: TurnSynthesizeStream, output_emitter: tts.AudioEmitter) -> None:
+        owner = stream._tts
+        self.stream, self.owner, self.emitter = stream, owner, output_emitter
+        self.request_id = utils.shortuuid()
+        output_emitter.initialize(
+            request_id=self.request_id,
+            sample_rate=owner.sample_rate,
+            num_channels=1,
+            mime_type="audio/pcm",
+            stream=True,
+        )
+        self.timeout = stream._conn_options.timeout
+        self.watchdog = Watchdog(self.timeout)
+        self.timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
+        sentences: tokenize.SentenceStream = owner._sentence_tokenizer.stream()
+        if owner._stream_pacer is not None:
+            # LiveKit's pacer: the first sentence at once, the rest batched while enough audio is left to play.
+            sentences = owner._stream_pacer.wrap(sent_stream=sentences, audio_emitter=output_emitter)
+        self.sentences = sentences
+        self.has_text = asyncio.Event()  # set on the first non-blank text, or when the input ends without any
+        self.turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
+        self.text = self.audio = self.cancelled = False
+        self.turn: Turn | None = None
+        self.span = current_span()  # LiveKit's tts_request_run span of this attempt
+        self.record: TurnRecord | None = None
+
+    # -- the attempt
+
+    async def run(self) -> None:
+        owner = self.owner
+        input_t = asyncio.create_task(self._input_task(), name="TurnSynthesizeStream.input")
+        send_t = asyncio.create_task(self._send_task(), name="TurnSynthesizeStream.send")
+        recv_t = asyncio.create_task(self._recv_task(), name="TurnSynthesizeStream.recv")
+        try:
+            await supervise(send_t, recv_t, input_t, watchdog=self.watchdog)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self.record is not None:
+                self.record.failed(exc)
+            err = to_api_error(exc, audio_pushed=self.audio, secrets=owner._secrets)
+            owner._logger.warning(
+                "%s turn %s failed: %s",
+                owner.provider,
+                self.turn.id if self.turn is not None else "-",
+                owner._redact(err),
+                extra={"request_id": self.request_id},
+            )
+            raise err from None
+        finally:
+            await self._cancel_turn()
+            self._trace()
+            await self.sentences.aclose()
+            await utils.aio.gracefully_cancel(input_t, send_t, recv_t)
+            await self._cancel_turn()  # a turn whose opening completed while the tasks were being stopped
+            self._trace()
+            if self.turn is not None:
+                owner._report_usage(self.request_id, self.turn.usage)
+
+    async def _cancel_turn(self) -> None:
+        turn = self.turn
+        if turn is not None and not turn.done:
+            self.cancelled = True
+            # barge-in (or our own failure): stop the generation, keep the provider's connection
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(turn.cancel(), max(self.timeout, 1.0))
+
+    def _trace(self) -> None:
+        record, turn = self.record, self.turn
+        if record is not None:
+            if self.cancelled:
+                record.cancelled()
+            note = getattr(self.emitter, "_note_provider_request_id", None)  # LiveKit >= 1.8
+            if note is not None and turn is not None and turn.id:  # a retry moved the turn to a fresh id
+                note(turn.id)
+            record.apply(self.span, LIVEKIT_NAMES)
+
+    def _emit_words(self, words: list[TimedWord]) -> None:
+        push_timed_words(self.emitter, words)
+        if self.turn is not None:
+            self.turn.note_heard(sum(len(w.text) for w in words))  # aligned words emitted: see _usage
+
+    # -- the three tasks
+
+    async def _input_task(self) -> None:
+        stream = self.stream
+        async for data in stream._input_ch:
+            if isinstance(data, stream._FlushSentinel):
+                if self.text:
+                    break  # LiveKit 1.8: one segment per stream, text after a flush is dropped
+                continue
+            if not self.text and data.strip():
+                self.text = True
+                self.has_text.set()
+            self.sentences.push_text(data)
+        self.sentences.end_input()
+        self.has_text.set()
+
+    async def _open(self) -> Turn:
+        owner, stream = self.owner, self.stream
+        provider = owner._turn_provider
+        self.record = TurnRecord(provider, sample_rate=owner.sample_rate, overrides=owner._open_turn_kwargs())
+        started = time.perf_counter()
+        opened = await within(
+            provider.open_turn(sample_rate=owner.sample_rate, **owner._open_turn_kwargs()),
+            self.timeout,
+            discard=lambda t: t.cancel(),
+        )
+        self.turn = stream.turn = opened
+        stream._acquire_time = time.perf_counter() - started
+        stream._connection_reused = opened.connection_reused
+        self.emitter.start_segment(segment_id=opened.id or self.request_id)
+        self.record.bind(opened)
+        self._trace()
+        owner._logger.debug("turn opened", extra={"turn_id": opened.id, "request_id": self.request_id})
+        return opened
+
+    async def _send_task(self) -> None:
+        await self.has_text.wait()
+        if not self.text:
+            self.turn_fut.set_result(None)
+            return
+        try:
+            opened = await self._open()
+        except BaseException:
+            if not self.turn_fut.done():
+                self.turn_fut.set_result(None)
+            raise
+        self.turn_fut.set_result(opened)
+        async for ev in self.sentences:
+            text = ev.token + " "
+            self.stream._mark_started()
+            self.watchdog.on_send()
+            await opened.send(text)
+            if self.timer is not None:
+                self.timer.add_text(text)
+        await opened.end()
+        self.watchdog.on_end()
+
+    async def _recv_task(self) -> None:
+        opened = await self.turn_fut
+        if opened is None:
+            return
+        rate = opened.sample_rate or self.owner.sample_rate
+        bytes_per_s = 2.0 * rate
+        push, on_audio, timer = self.emitter.push, self.watchdog.on_audio, self.timer
+        async for pcm in opened:
+            if not pcm:
+                continue
+            pcm = with_ready(opened, pcm, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued
+            push(pcm)
+            self.audio = True
+            if self.record is not None:
+                self.record.on_audio()
+            on_audio()
+            if timer is not None:
+                words = timer.add_audio(len(pcm) / bytes_per_s)
+                if words:
+                    self._emit_words(words)
+        if timer is not None and opened.done and not self.cancelled:  # completed, not cut short
+            self._emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate

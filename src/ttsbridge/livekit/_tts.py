@@ -1,0 +1,184 @@
+"""LiveKit's ``tts.TTS`` over any :class:`~ttsbridge.turns.TurnProvider`: :class:`TurnTTS`.
+
+See :mod:`ttsbridge.livekit` for what the streams do; the plugins build on :mod:`ttsbridge.livekit._plugin`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from typing import Any
+
+from livekit.agents import APIConnectOptions, tokenize, tts, utils
+from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
+from livekit.agents.utils import is_given
+
+from ttsbridge._redact import redact
+from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.livekit._chunked import TurnChunkedStream
+from ttsbridge.livekit._stream import TurnSynthesizeStream
+from ttsbridge.livekit._usage import TurnUsageEvents
+from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate
+from ttsbridge.turns import TurnProvider
+
+__all__ = ["TurnTTS"]
+
+_default_logger = logging.getLogger("ttsbridge.livekit")
+
+
+def _stream_pacer(text_pacing: object) -> tts.SentenceStreamPacer | None:
+    """``text_pacing`` as LiveKit's plugins take it: True (a default pacer), False (none) or a pacer."""
+    if isinstance(text_pacing, tts.SentenceStreamPacer):
+        return text_pacing
+    if text_pacing is True:
+        return tts.SentenceStreamPacer()
+    if text_pacing is False:
+        return None
+    raise TTSInvalidOptionError(
+        "text_pacing", text_pacing, "True, False or a livekit.agents.tts.SentenceStreamPacer"
+    )
+
+
+class TurnTTS(TurnUsageEvents, tts.TTS):
+    """A LiveKit TTS over a :class:`TurnProvider` (the per-provider plugins subclass it).
+
+    Args:
+        turn_provider: opens turns; owned by this TTS (closed by :meth:`aclose`).
+        sample_rate: the rate LiveKit receives (the provider resamples to it).
+        model: model name, for metrics.
+        provider_name: provider name, for metrics (``"Nineninesix"``).
+        word_timestamps: publish estimated word timing (``aligned_transcript`` capability).
+        tokenizer: sentence tokenizer for ``stream()`` (default: blingfire, as LiveKit's own plugins).
+        text_pacing: pace the sentences ``stream()`` sends, as LiveKit's own plugins: ``True`` for a default
+            ``tts.SentenceStreamPacer``, a pacer of your own, or ``False`` (default) to send each sentence at once.
+        chars_per_second: the initial speaking rate for word timing, before any audio was measured.
+        logger: where to log (the plugin's ``livekit.plugins.<name>`` logger).
+        secrets: strings to mask from every error text and log line (the API key).
+    """
+
+    def __init__(
+        self,
+        *,
+        turn_provider: TurnProvider,
+        sample_rate: int,
+        model: str,
+        provider_name: str,
+        word_timestamps: bool = True,
+        tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
+        text_pacing: tts.SentenceStreamPacer | bool = False,
+        chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
+        logger: logging.Logger | None = None,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
+        if (
+            isinstance(sample_rate, bool)
+            or not isinstance(sample_rate, int)
+            or not 8000 <= sample_rate <= 96000
+        ):
+            raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
+        stream_pacer = _stream_pacer(text_pacing)
+        super().__init__(
+            capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
+            sample_rate=sample_rate,
+            num_channels=1,
+        )
+        self._turn_provider = turn_provider
+        self._model = model
+        self._provider_name = provider_name
+        self._word_timestamps = word_timestamps
+        self._sentence_tokenizer: tokenize.SentenceTokenizer = (
+            tokenizer if is_given(tokenizer) else tokenize.blingfire.SentenceTokenizer()
+        )
+        self._stream_pacer: tts.SentenceStreamPacer | None = stream_pacer
+        self._speech_rate = SpeechRate(chars_per_second)
+        self._logger = logger or _default_logger
+        self._secrets = tuple(s for s in secrets if s)
+        self._streams: weakref.WeakSet[TurnSynthesizeStream] = weakref.WeakSet()
+        self._prewarm_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- metadata
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return self._provider_name
+
+    @property
+    def turn_provider(self) -> TurnProvider:
+        return self._turn_provider
+
+    @property
+    def chars_per_second(self) -> float:
+        """The speaking rate word timing starts from: measured on the completed turns (the last ~60 s of
+        audio), starting from the prior (see :class:`~ttsbridge.policy.words.SpeechRate`)."""
+        return self._speech_rate.chars_per_second
+
+    def _apply_option_changes(self, changes: dict[str, Any], *, voice_field: str) -> None:
+        """``update_options`` of the plugins: validate and apply ``changes`` on the provider, keep the metrics'
+        model name in step, and re-learn the speaking rate when the voice changed."""
+        if not changes:
+            return
+        provider: Any = self._turn_provider
+        before = getattr(provider.options, voice_field)
+        provider.update_options(**changes)
+        self._model = provider.options.model
+        if getattr(provider.options, voice_field) != before:
+            self._reset_rate()  # word timing re-learns the new voice's speaking rate
+
+    def _reset_rate(self) -> None:
+        """Forget the measured rate (the voice changed): back to the prior."""
+        self._speech_rate.reset()
+
+    def _redact(self, text: object) -> str:
+        return redact(text, self._secrets)
+
+    # -- API
+
+    def synthesize(
+        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> TurnChunkedStream:
+        return TurnChunkedStream(tts=self, input_text=text, conn_options=conn_options)
+
+    def stream(
+        self, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> TurnSynthesizeStream:
+        stream = TurnSynthesizeStream(tts=self, conn_options=conn_options)
+        self._streams.add(stream)
+        return stream
+
+    def prewarm(self) -> None:
+        """Open the connection the next turn will use, in the background (errors are logged, not raised)."""
+        if self._closed or (self._prewarm_task is not None and not self._prewarm_task.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: the first turn connects
+        self._prewarm_task = loop.create_task(self._prewarm(), name=f"{type(self).__name__}.prewarm")
+
+    async def _prewarm(self) -> None:
+        try:
+            await self._turn_provider.prewarm(sample_rate=self.sample_rate)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._logger.warning("prewarm failed: %s", self._redact(exc))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for stream in list(self._streams):
+            await stream.aclose()
+        self._streams.clear()
+        if self._prewarm_task is not None:
+            await utils.aio.cancel_and_wait(self._prewarm_task)
+            self._prewarm_task = None
+        await self._turn_provider.aclose()
+
+    def _open_turn_kwargs(self) -> dict[str, Any]:
+        """Per-turn overrides passed to ``open_turn`` (none by default; options live in the provider)."""
+        return {}
