@@ -26,7 +26,7 @@ import sys
 
 from loguru import logger
 
-from ttsbridge.pipecat.demo import DEMO_TEXT, run_demo
+from ttsbridge.demo import DEMO_TEXT, run_demo
 
 
 def main(argv: list[str] | None = None) -> int:

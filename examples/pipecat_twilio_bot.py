@@ -50,8 +50,8 @@ from pipecat.workers.runner import WorkerRunner
 
 from ttsbridge.audio.g711 import ulaw_decode
 from ttsbridge.audio.wav import write_wav
+from ttsbridge.demo import ScriptedLLM
 from ttsbridge.pipecat import NineninesixTTSService
-from ttsbridge.pipecat.demo import ScriptedLLM
 
 TWILIO_RATE = 8000
 GREETING = "Hello, thanks for calling."

@@ -183,7 +183,7 @@ async def _voices(args: argparse.Namespace) -> int:
 
 async def _demo(args: argparse.Namespace) -> int:
     try:
-        from ttsbridge.pipecat.demo import run_demo
+        from ttsbridge.demo import run_demo
     except ImportError as exc:
         print(
             f"error: the demo needs the pipecat extra: pip install 'ttsbridge[pipecat]' ({exc})",

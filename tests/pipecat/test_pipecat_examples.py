@@ -11,8 +11,8 @@ import pytest
 
 from ttsbridge.audio.analysis import dominant_frequency, rms
 from ttsbridge.audio.wav import read_wav
+from ttsbridge.demo import run_demo
 from ttsbridge.emulator import TONE_VOICE_ID, tone_frequency
-from ttsbridge.pipecat.demo import run_demo
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -18,7 +18,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "ttsbridge.pipecat needs Pipecat: pip install 'ttsbridge[pipecat]' (pipecat-ai>=1.14,<2)"
     ) from exc
 
-from ttsbridge.pipecat._base import TurnHttpTTSService, TurnTTSService
+from ttsbridge.pipecat._http import TurnHttpTTSService
+from ttsbridge.pipecat._ws import TurnTTSService
 from ttsbridge.pipecat.kitta import KittaTTSService, KittaTTSSettings
 from ttsbridge.pipecat.nineninesix import (
     NineninesixHttpTTSService,

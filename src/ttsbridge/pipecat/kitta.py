@@ -26,7 +26,7 @@ from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.kitta.models import DEFAULT_MODEL
-from ttsbridge.pipecat._base import TurnTTSService
+from ttsbridge.pipecat._ws import TurnTTSService
 
 __all__ = ["KittaTTSService", "KittaTTSSettings"]
 

@@ -7,7 +7,8 @@
         settings=NineninesixTTSService.Settings(voice="a0e99841-..."),
     )
 
-The framework logic lives in :mod:`ttsbridge.pipecat._base`; these classes only build the provider.
+The framework logic lives in :mod:`ttsbridge.pipecat._mixin` (and ``_ws``, ``_ws_audio``, ``_http``); these
+classes only build the provider.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import aiohttp
 from pipecat.services.settings import TTSSettings
 
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
-from ttsbridge.pipecat._base import TurnHttpTTSService, TurnTTSService
+from ttsbridge.pipecat._http import TurnHttpTTSService
+from ttsbridge.pipecat._ws import TurnTTSService
 
 __all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings"]
 

@@ -174,9 +174,74 @@ async def run_demo(
     if provider not in ("nineninesix", "kitta"):
         raise ValueError(f"invalid provider={provider!r}; allowed: 'nineninesix', 'kitta'")
     text = text if text and text.strip() else DEMO_TEXT
+    target = await _Target.open(provider, base_url, api_key, voice)
+    try:
+        tts = _make_tts(provider, target, encoding, tts_kwargs)
+        usages: list[TurnUsage] = []
 
+        @tts.event_handler("on_turn_usage")
+        async def _on_usage(_tts: Any, usage: TurnUsage) -> None:
+            usages.append(usage)
+
+        llm = ScriptedLLM([text], token_delay_s=token_delay_s)
+        head, tail = _Recorder(), _Recorder()
+        await _run_pipeline([head, llm, tts, tail], sample_rate, timeout_s)
+        return _result(out_path, target, llm, head, tail, sample_rate, usages)
+    finally:
+        await target.close()
+
+
+def _result(
+    out_path: str | os.PathLike[str],
+    target: _Target,
+    llm: ScriptedLLM,
+    head: _Recorder,
+    tail: _Recorder,
+    sample_rate: int,
+    usages: list[TurnUsage],
+) -> DemoStats:
+    """Write what reached the end of the pipeline to ``out_path``; what the run produced."""
+    rate = tail.rate or sample_rate
+    pcm = bytes(tail.audio)
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    write_wav(out_path, pcm, rate)
+    first = (
+        tail.first_audio_at - llm.first_token_at
+        if tail.first_audio_at is not None and llm.first_token_at is not None
+        else None
+    )
+    return DemoStats(
+        out_path=str(out_path),
+        sample_rate=rate,
+        audio_seconds=len(pcm) / 2 / rate,
+        first_audio_s=first,
+        transcript=" ".join(tail.words),
+        endpoint=redact(target.endpoint, target.secrets),
+        voice=target.voice,
+        errors=[redact(e, target.secrets) for e in head.errors],
+        usage=UsageTotals.of(usages),
+    )
+
+
+@dataclass
+class _Target:
+    """Where the demo speaks: the API at ``base_url``, or a local emulator it started (and stops)."""
+
+    base_url: str
+    api_key: str | None
+    voice: str | None
+    #: ``"emulator"`` or the API base URL
+    endpoint: str
+    secrets: tuple[str | None, ...]
     emulator: Any = None
-    if base_url is None:
+
+    @classmethod
+    async def open(
+        cls, provider: str, base_url: str | None, api_key: str | None, voice: str | None
+    ) -> _Target:
+        secrets_env = (os.environ.get("NINENINESIX_API_KEY"), os.environ.get("KITTA_API_KEY"))
+        if base_url is not None:
+            return cls(base_url, api_key, voice, base_url, (api_key, *secrets_env))
         from ttsbridge.emulator import (
             SPEECH_VOICE_ID,
             TONE_VOICE_ID,
@@ -186,77 +251,50 @@ async def run_demo(
         )
 
         emulator = await Emulator(EmulatorConfig()).start()
-        base_url, endpoint = emulator.base_url, "emulator"
         if provider == "kitta":
             api_key = emulator.config.kitta.a_valid_key()
             voice = voice or (SPEECH_VOICE_ID if speech_available() else TONE_VOICE_ID)
         else:
             api_key = emulator.api_key
-    else:
-        endpoint = base_url
-    secrets = (api_key, os.environ.get("NINENINESIX_API_KEY"), os.environ.get("KITTA_API_KEY"))
-    try:
-        tts: Any
-        if provider == "kitta":
-            from ttsbridge.pipecat.kitta import KittaTTSService
+        return cls(emulator.base_url, api_key, voice, "emulator", (api_key, *secrets_env), emulator)
 
-            tts = KittaTTSService(
-                api_key, base_url=base_url, settings=KittaTTSService.Settings(voice=voice), **tts_kwargs
-            )
-        else:
-            from ttsbridge.pipecat.nineninesix import NineninesixTTSService
+    async def close(self) -> None:
+        if self.emulator is not None:
+            await self.emulator.stop()
 
-            settings = NineninesixTTSService.Settings(voice=voice) if voice else None
-            tts = NineninesixTTSService(
-                api_key, base_url=base_url, encoding=encoding, settings=settings, **tts_kwargs
-            )
-        usages: list[TurnUsage] = []
 
-        @tts.event_handler("on_turn_usage")
-        async def _on_usage(_tts: Any, usage: TurnUsage) -> None:
-            usages.append(usage)
+def _make_tts(provider: str, target: _Target, encoding: str, tts_kwargs: dict[str, Any]) -> Any:
+    """The provider's Pipecat WebSocket service, speaking to ``target``."""
+    if provider == "kitta":
+        from ttsbridge.pipecat.kitta import KittaTTSService
 
-        llm = ScriptedLLM([text], token_delay_s=token_delay_s)
-        head, tail = _Recorder(), _Recorder()
-        worker = PipelineWorker(
-            Pipeline([head, llm, tts, tail]),
-            params=PipelineParams(audio_out_sample_rate=sample_rate),
-            cancel_on_idle_timeout=False,
-        )
-        started = asyncio.Event()
+        settings: Any = KittaTTSService.Settings(voice=target.voice)
+        return KittaTTSService(target.api_key, base_url=target.base_url, settings=settings, **tts_kwargs)
+    from ttsbridge.pipecat.nineninesix import NineninesixTTSService
 
-        @worker.event_handler("on_pipeline_started")
-        async def _on_started(_worker: Any, _frame: Any) -> None:
-            started.set()
+    settings = NineninesixTTSService.Settings(voice=target.voice) if target.voice else None
+    return NineninesixTTSService(
+        target.api_key, base_url=target.base_url, encoding=encoding, settings=settings, **tts_kwargs
+    )
 
-        async def drive() -> None:
-            await asyncio.wait_for(started.wait(), 30.0)
-            await worker.queue_frames([LLMRunFrame(), EndFrame()])
 
-        runner = WorkerRunner(handle_sigint=False)
-        await runner.add_workers(worker)
-        await asyncio.wait_for(asyncio.gather(runner.run(), drive()), timeout_s)
+async def _run_pipeline(processors: list[Any], sample_rate: int, timeout_s: float) -> None:
+    """Run ``processors`` as one pipeline: one ``LLMRunFrame`` then ``EndFrame``, bounded by ``timeout_s``."""
+    worker = PipelineWorker(
+        Pipeline(processors),
+        params=PipelineParams(audio_out_sample_rate=sample_rate),
+        cancel_on_idle_timeout=False,
+    )
+    started = asyncio.Event()
 
-        rate = tail.rate or sample_rate
-        pcm = bytes(tail.audio)
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        write_wav(out_path, pcm, rate)
-        first = (
-            tail.first_audio_at - llm.first_token_at
-            if tail.first_audio_at is not None and llm.first_token_at is not None
-            else None
-        )
-        return DemoStats(
-            out_path=str(out_path),
-            sample_rate=rate,
-            audio_seconds=len(pcm) / 2 / rate,
-            first_audio_s=first,
-            transcript=" ".join(tail.words),
-            endpoint=redact(endpoint, secrets),
-            voice=voice,
-            errors=[redact(e, secrets) for e in head.errors],
-            usage=UsageTotals.of(usages),
-        )
-    finally:
-        if emulator is not None:
-            await emulator.stop()
+    @worker.event_handler("on_pipeline_started")
+    async def _on_started(_worker: Any, _frame: Any) -> None:
+        started.set()
+
+    async def drive() -> None:
+        await asyncio.wait_for(started.wait(), 30.0)
+        await worker.queue_frames([LLMRunFrame(), EndFrame()])
+
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    await asyncio.wait_for(asyncio.gather(runner.run(), drive()), timeout_s)

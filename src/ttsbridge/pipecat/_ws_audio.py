@@ -1,0 +1,207 @@
+"""The audio side of :class:`~ttsbridge.pipecat.TurnTTSService`: one open turn's state, the task that reads
+its audio into its Pipecat audio context, the one refresher per service that keeps due audio's context from
+Pipecat's idle timeout, barge-in and turn failure. See :mod:`ttsbridge.pipecat._mixin` for the guarantees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from loguru import logger
+from pipecat.frames.frames import InterruptionFrame, TTSAudioRawFrame
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.tts_service import WebsocketTTSService
+
+from ttsbridge.pipecat._mixin import _TurnServiceMixin
+from ttsbridge.pipecat._usage import TurnUsageMixin
+from ttsbridge.policy.words import WordClock
+from ttsbridge.tracing import TurnRecord
+from ttsbridge.turns import Turn
+
+__all__: list[str] = []
+
+
+@dataclass(eq=False)
+class _TurnState:
+    """One open provider turn, behind one Pipecat audio context."""
+
+    context_id: str
+    turn: Turn
+    clock: WordClock
+    reader: asyncio.Task[None] | None = None
+    record: TurnRecord | None = None
+    ended: bool = False
+    cancelled: bool = False
+    failed: bool = False
+    last_activity: float = 0.0
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+
+class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
+    """The turn-audio half of :class:`~ttsbridge.pipecat.TurnTTSService` (which adds the lifecycle and the
+    text side); not used on its own."""
+
+    _turns: dict[str, _TurnState]
+    _background: set[asyncio.Task[Any]]
+    _refresher: asyncio.Task[None] | None
+
+    #: How often an audio context that waits for due audio is kept from Pipecat's 3-second idle timeout.
+    context_refresh_interval_s: ClassVar[float] = 1.0
+    #: How long an open turn (not yet ended) may go without text or audio before its audio context is left to
+    #: Pipecat's idle timeout (the LLM has stalled; the next sentence reopens the context).
+    open_turn_idle_s: ClassVar[float] = 10.0
+    #: Bound on one audio frame made of chunks that were already queued when the first of them was read
+    #: (never waits for audio: a chunk that is alone goes out alone). Used when the turn offers
+    #: ``take_ready(max_bytes) -> bytes`` (see :meth:`_read_turn`).
+    coalesce_audio_s: ClassVar[float] = 0.1
+
+    # -- audio --------------------------------------------------------------------------------------------
+
+    async def _read_turn(self, state: _TurnState) -> None:
+        """Push the turn's audio (and the words it carries) into its audio context until the turn is done.
+
+        The reader only iterates: keeping the context from Pipecat's idle timeout while audio is due is
+        :meth:`_refresh_contexts`' job (one task per service, not one per chunk). Chunks that are already
+        queued behind the one just read go out with it as one frame (see :attr:`coalesce_audio_s`).
+        """
+        context_id = state.context_id
+        rate = self.sample_rate
+        clock = state.clock
+        bytes_per_s = 2.0 * rate
+        take_ready = getattr(state.turn, "take_ready", None)
+        limit = max(2, int(self.coalesce_audio_s * rate) * 2)
+        append = self.append_to_audio_context
+        try:
+            async for pcm in state.turn:
+                if state.cancelled:
+                    return
+                if not pcm:
+                    continue
+                if take_ready is not None and len(pcm) < limit:
+                    more = take_ready(limit - len(pcm))
+                    if more:
+                        pcm += more
+                state.touch()
+                if state.record is not None:
+                    state.record.on_audio()
+                await append(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
+                words = clock.add_audio(len(pcm) / bytes_per_s)
+                if words:
+                    await self._push_words(clock, words, context_id)
+            if state.cancelled:
+                return
+            # done: the rest of the words, timed by the real duration; then the stop frame.
+            await self._push_words(clock, clock.end_segment(), context_id)
+            self._trace(context_id, state.record)  # before the stop frame, which ends the span
+            await self._close_audio_context(context_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not state.cancelled:
+                await self._fail(context_id, exc)
+        finally:
+            if self._turns.get(context_id) is state:
+                del self._turns[context_id]
+            await self._report_usage(context_id)
+
+    def _ensure_refresher(self) -> None:
+        """Start the service's audio-context refresher unless it runs (it stops once no turn is open)."""
+        if self._refresher is None or self._refresher.done():
+            self._refresher = self._spawn(self._refresh_contexts())
+
+    async def _refresh_contexts(self) -> None:
+        """Every interval, keep the audio context of each open turn whose audio is due from timing out.
+
+        Pipecat ends an audio context after ``stop_frame_timeout_s`` (3 s) without items and drops audio
+        that arrives later for a turn that has ended. Audio is due once the turn has ended (the provider
+        bounds that wait), or while text was sent (or audio received) recently; a turn whose LLM went quiet
+        for :attr:`open_turn_idle_s` is left to the timeout. A refresh while audio flows is a no-op for
+        Pipecat (a keepalive item skipped by its reader), so no per-chunk bookkeeping is needed.
+        """
+        while self._turns:
+            await asyncio.sleep(
+                min(self.context_refresh_interval_s, max(0.1, self._stop_frame_timeout_s / 3))
+            )
+            now = time.monotonic()
+            for state in list(self._turns.values()):
+                if state.ended or now - state.last_activity < self.open_turn_idle_s:
+                    self._refresh_audio_context(state.context_id)
+
+    async def on_audio_context_completed(self, context_id: str) -> None:
+        state = self._turns.get(context_id)
+        if state is not None and not state.turn.done:
+            # Pipecat let the context go while the turn is still open (the LLM stalled for long); the next
+            # sentence opens a new audio context with a new time base.
+            state.clock.restart()
+        await super().on_audio_context_completed(context_id)
+
+    # -- barge-in -----------------------------------------------------------------------------------------
+
+    async def on_audio_context_interrupted(self, context_id: str) -> None:
+        """Barge-in: stop the turn's audio now and cancel it on the server in the background."""
+        state = self._turns.pop(context_id, None)
+        if state is not None:
+            self._abandon(state)
+            self._end_interrupted_span(context_id)
+        await super().on_audio_context_interrupted(context_id)
+
+    async def _handle_interruption(self, frame: InterruptionFrame, direction: FrameDirection) -> None:
+        await super()._handle_interruption(frame, direction)
+        # Turns whose audio context had already been let go (idle LLM) are interrupted too, unless they
+        # belong to uninterruptible speech that Pipecat kept.
+        for context_id, state in list(self._turns.items()):
+            tts_context = self._tts_contexts.get(context_id)
+            if tts_context is None or tts_context.interruptible:
+                del self._turns[context_id]
+                self._abandon(state)
+
+    def _abandon(self, state: _TurnState) -> None:
+        """No more audio of this turn reaches the pipeline; cancel it on the server without waiting."""
+        state.cancelled = True
+        if state.record is not None:
+            state.record.cancelled()
+            self._trace(state.context_id, state.record)
+        self._spawn(self._cancel_and_reap(state))
+
+    async def _cancel_and_reap(self, state: _TurnState) -> None:
+        await self._cancel_turn_quietly(state.turn)
+        await self._report_usage(state.context_id)
+        reader = state.reader
+        if reader is not None and not reader.done():
+            # Turn.cancel() ends the iterator; the reader then returns on its own.
+            try:
+                await asyncio.wait_for(asyncio.shield(reader), timeout=2.0)
+            except (asyncio.TimeoutError, Exception):
+                await self.cancel_task(reader)
+
+    async def _cancel_turn_quietly(self, turn: Turn) -> None:
+        try:
+            await turn.cancel()
+        except Exception as exc:  # Turn.cancel() should never raise; never let it break the pipeline.
+            logger.warning(f"{self} cancelling turn {getattr(turn, 'id', '?')}: {self._redact(exc)}")
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = self.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # -- failures -----------------------------------------------------------------------------------------
+
+    async def _fail(self, context_id: str, exc: BaseException) -> None:
+        """The turn behind ``context_id`` failed: report once, end its audio context now, drop its text."""
+        state = self._turns.pop(context_id, None)
+        if state is not None:
+            state.failed = True
+            if state.record is not None:
+                state.record.failed(exc)
+                self._trace(context_id, state.record)
+            if state.reader is not None and state.reader is not asyncio.current_task():
+                state.cancelled = True
+                self._spawn(self._cancel_and_reap(state))
+        await self._fail_context(context_id, exc)
