@@ -37,6 +37,8 @@ from pipecat.workers.runner import WorkerRunner
 
 from ttsbridge._redact import redact
 from ttsbridge.audio.wav import write_wav
+from ttsbridge.kitta.client import API_KEY_ENV as KITTA_KEY_ENV
+from ttsbridge.nineninesix.catalog import API_KEY_ENV as NNS_KEY_ENV
 from ttsbridge.policy.usage import TurnUsage, UsageTotals
 
 __all__ = ["DEMO_TEXT", "DemoStats", "ScriptedLLM", "run_demo"]
@@ -239,7 +241,7 @@ class _Target:
     async def open(
         cls, provider: str, base_url: str | None, api_key: str | None, voice: str | None
     ) -> _Target:
-        secrets_env = (os.environ.get("NINENINESIX_API_KEY"), os.environ.get("KITTA_API_KEY"))
+        secrets_env = (os.environ.get(NNS_KEY_ENV), os.environ.get(KITTA_KEY_ENV))
         if base_url is not None:
             return cls(base_url, api_key, voice, base_url, (api_key, *secrets_env))
         from ttsbridge.emulator import (

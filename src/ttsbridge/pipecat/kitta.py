@@ -25,20 +25,13 @@ from pipecat.utils.types import NOT_GIVEN, NotGiven
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.client import resolve_api_key
-from ttsbridge.kitta.models import DEFAULT_MODEL
+from ttsbridge.kitta.models import DEFAULT_MODEL, OPTIONAL_REQUEST_FIELDS
 from ttsbridge.pipecat._ws import TurnTTSService
 
 __all__ = ["KittaTTSService", "KittaTTSSettings"]
 
-_OPTIONAL = (
-    "speed",
-    "volume",
-    "emotion",
-    "latency",
-    "chunk_length",
-    "instructions",
-    "optimize_instructions",
-)
+#: ``start.request`` optional fields besides ``language`` (a Pipecat setting of its own): the provider's list
+_OPTIONAL = tuple(name for name in OPTIONAL_REQUEST_FIELDS if name != "language")
 
 
 @dataclass

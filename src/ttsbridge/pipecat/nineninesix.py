@@ -22,13 +22,13 @@ import aiohttp
 from pipecat.services.settings import TTSSettings
 
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
+from ttsbridge.nineninesix.catalog import API_KEY_ENV
+from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DEFAULT_MODEL
 from ttsbridge.pipecat._http import TurnHttpTTSService
 from ttsbridge.pipecat._ws import TurnTTSService
 
 __all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings"]
 
-DEFAULT_BASE_URL = "https://api.nineninesix.ai"
-DEFAULT_MODEL = "gepard-1.0"
 
 
 @dataclass
@@ -90,7 +90,7 @@ class _NineninesixService:
         super().__init__(  # type: ignore[call-arg]  # the turn base class that follows in the MRO
             provider=provider,
             settings=store,
-            secrets=(api_key, os.environ.get("NINENINESIX_API_KEY")),
+            secrets=(api_key, os.environ.get(API_KEY_ENV)),
             sample_rate=sample_rate,
             **kwargs,
         )
