@@ -226,26 +226,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"ttsbridge {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_say, _add_emulator, _add_voices, _add_demo):
+        add(sub)
+    return p
 
-    def target_opts(
-        sp: argparse.ArgumentParser, *, providers: tuple[str, ...] = ("nineninesix", "kitta")
-    ) -> None:
-        sp.add_argument("--provider", choices=providers, default="nineninesix")
-        sp.add_argument("--api-key", help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)")
-        sp.add_argument(
-            "--base-url", help="service URL; with neither key nor URL the built-in emulator is used"
-        )
-        sp.add_argument(
-            "--emulator", action="store_true", help="use the built-in emulator even if a key is set"
-        )
-        sp.add_argument("--voice", help="voice id (default: the service's default voice)")
-        sp.add_argument(
-            "--realtime-factor",
-            type=float,
-            default=0.0,
-            help="emulator pacing: 1.0 streams audio in real time, 0 as fast as it is made (default)",
-        )
 
+def _target_opts(
+    sp: argparse.ArgumentParser, *, providers: tuple[str, ...] = ("nineninesix", "kitta")
+) -> None:
+    sp.add_argument("--provider", choices=providers, default="nineninesix")
+    sp.add_argument("--api-key", help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)")
+    sp.add_argument(
+        "--base-url", help="service URL; with neither key nor URL the built-in emulator is used"
+    )
+    sp.add_argument(
+        "--emulator", action="store_true", help="use the built-in emulator even if a key is set"
+    )
+    sp.add_argument("--voice", help="voice id (default: the service's default voice)")
+    sp.add_argument(
+        "--realtime-factor",
+        type=float,
+        default=0.0,
+        help="emulator pacing: 1.0 streams audio in real time, 0 as fast as it is made (default)",
+    )
+
+
+def _add_say(sub: Any) -> None:  # argparse's _SubParsersAction
     say = sub.add_parser(
         "say",
         help="speak text through one streaming turn and write a WAV",
@@ -261,9 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="pcm_s16le",
         help="wire encoding (Nineninesix); audio is always decoded to PCM16 for the WAV",
     )
-    target_opts(say)
+    _target_opts(say)
     say.set_defaults(func=_say)
 
+
+
+def _add_emulator(sub: Any) -> None:  # argparse's _SubParsersAction
     emu = sub.add_parser("emulator", help="run the local emulator of both APIs")
     emu.add_argument("--host", default="127.0.0.1")
     emu.add_argument("--port", type=int, default=8765)
@@ -273,10 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     emu.set_defaults(func=_emulator)
 
+
+
+def _add_voices(sub: Any) -> None:  # argparse's _SubParsersAction
     voices = sub.add_parser("voices", help="list Nineninesix voices (Kitta has no voice listing)")
-    target_opts(voices, providers=("nineninesix",))
+    _target_opts(voices, providers=("nineninesix",))
     voices.set_defaults(func=_voices)
 
+
+
+def _add_demo(sub: Any) -> None:  # argparse's _SubParsersAction
     demo = sub.add_parser("demo", help="Pipecat pipeline: scripted LLM tokens -> our TTS -> WAV")
     demo.add_argument("text", nargs="*", help="what the scripted LLM says (default: a short dialogue turn)")
     demo.add_argument("--out", "-o", default="demo.wav")
@@ -287,7 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--sample-rate", type=int, default=24000, help="pipeline output rate (default: 24000)")
     demo.add_argument("--verbose", "-v", action="store_true", help="show Pipecat's debug log")
     demo.set_defaults(func=_demo)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
