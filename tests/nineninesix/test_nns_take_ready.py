@@ -3,12 +3,12 @@ like the iterator's, bounded, in order; never the end; nothing once cancelled.""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 
 from support import wait_until
+from take_ready_checks import check_nothing_once_cancelled, drain, finish_and_compare, read_through_take_ready
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 from ttsbridge.nineninesix.provider import NineninesixTurn
@@ -39,41 +39,19 @@ async def received_whole_turn(provider: NineninesixTurnProvider, rate: int) -> N
     return turn
 
 
-async def drain(it: AsyncIterator[bytes]) -> list[bytes]:
-    async def run() -> list[bytes]:
-        return [pcm async for pcm in it]
-
-    return await asyncio.wait_for(run(), 10.0)
-
-
 @pytest.mark.parametrize("rate", [8000, 16000, 24000, 48000])
 async def test_take_ready_gives_the_queued_audio_resampled_bounded_and_in_order(
     provider: NineninesixTurnProvider, rate: int
 ) -> None:
     reference = b"".join(await drain((await received_whole_turn(provider, rate)).__aiter__()))
     turn = await received_whole_turn(provider, rate)
-    limit = int(0.1 * rate) * 2
-    it = turn.__aiter__()
-    pieces = [await asyncio.wait_for(it.__anext__(), 10.0)]
-    taken = 0
-    while part := turn.take_ready(limit - len(pieces[-1]) if taken == 0 else limit):
-        assert len(part) <= limit and len(part) % 2 == 0
-        pieces.append(part)
-        taken += 1
+    pieces, taken, it = await read_through_take_ready(turn, int(0.1 * rate) * 2)
     assert taken >= 2  # the queued chunks came out through take_ready
     assert turn.audio_started and not turn.done
-    pieces += await drain(it)  # the end was not consumed: the iterator finishes the turn (resampler tail)
-    assert turn.outcome == "done"
-    assert b"".join(pieces) == reference  # nothing lost, nothing reordered, resampled exactly the same
-    assert turn.take_ready(limit) == b""  # after the end
+    await finish_and_compare(turn, pieces, it, reference)
 
 
 async def test_take_ready_gives_nothing_once_cancelled(provider: NineninesixTurnProvider) -> None:
     turn = await received_whole_turn(provider, 24000)
-    it = turn.__aiter__()
-    assert await asyncio.wait_for(it.__anext__(), 10.0)
-    assert turn.take_ready(4800)  # chunks are queued (100 ms)
-    await turn.cancel()
-    assert turn.take_ready(1 << 20) == b""
-    assert await drain(it) == []  # and the iterator yields nothing more
+    await check_nothing_once_cancelled(turn)
     assert turn.outcome in ("cancelled", "done")
