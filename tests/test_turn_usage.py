@@ -13,7 +13,7 @@ from test_turn_facts import kitta, nns
 from ttsbridge.emulator import Emulator, Fault
 from ttsbridge.errors import TTSBridgeError
 from ttsbridge.policy.usage import TurnEnd
-from ttsbridge.turns import Turn
+from ttsbridge.turns import Turn, TurnProvider
 
 ONE = "Hello there, how are you? "
 TWO = "The second sentence is here. "
@@ -37,14 +37,21 @@ async def first_audio(turn: Turn) -> bytes:
     return await asyncio.wait_for(it.__anext__(), WAIT)
 
 
+async def open_and_send(provider: TurnProvider, *texts: str, end: bool = True) -> Turn:
+    """A turn at 24 kHz with ``texts`` sent (and ended)."""
+    turn = await provider.open_turn(sample_rate=24000)
+    for text in texts:
+        await turn.send(text)
+    if end:
+        await turn.end()
+    return turn
+
+
 async def test_nineninesix_done_turn_bills_what_was_sent(emulator: Emulator) -> None:
     emu = emulator
     provider = nns(emu)
     try:
-        turn = await provider.open_turn(sample_rate=24000)
-        await turn.send(ONE)
-        await turn.send(TWO)
-        await turn.end()
+        turn = await open_and_send(provider, ONE, TWO)
         pcm = await read_all(turn)
         usage = turn.usage
         assert usage.ended is TurnEnd.DONE and usage.provider == "nineninesix" and usage.turn_id == turn.id
@@ -60,10 +67,7 @@ async def test_nineninesix_barge_in_still_bills_everything_sent(emulator: Emulat
     emu.add_fault(Fault(trigger="second sentence", action="stall"))  # its audio never comes: a barge-in
     provider = nns(emu)
     try:
-        turn = await provider.open_turn(sample_rate=24000)
-        await turn.send(ONE)
-        await turn.send(TWO)
-        await turn.end()
+        turn = await open_and_send(provider, ONE, TWO)
         assert await first_audio(turn)
         turn.note_heard(len("Hello "))
         await turn.cancel()
@@ -82,9 +86,7 @@ async def test_nineninesix_failed_turn_is_refunded(emulator: Emulator) -> None:
     emu.add_fault(Fault(trigger="Hello", action="error", error_code="generation_failed"))
     provider = nns(emu)
     try:
-        turn = await provider.open_turn(sample_rate=24000)
-        await turn.send(ONE)
-        await turn.end()
+        turn = await open_and_send(provider, ONE)
         with pytest.raises(TTSBridgeError):
             await read_all(turn)
         usage = turn.usage
@@ -103,9 +105,7 @@ async def test_nineninesix_retried_turn_bills_only_the_attempt_that_spoke(emulat
         emu,
     )
     try:
-        turn = await provider.open_turn(sample_rate=24000)
-        await turn.send(ONE)
-        await turn.end()
+        turn = await open_and_send(provider, ONE)
         await read_all(turn)
         usage = turn.usage
         assert (usage.ended, usage.retries) == (TurnEnd.DONE, 1)
@@ -118,10 +118,7 @@ async def test_kitta_done_turn_bills_every_segment(emulator: Emulator) -> None:
     emu = emulator
     provider = kitta(emu)
     try:
-        turn = await provider.open_turn(sample_rate=24000)
-        await turn.send(ONE)
-        await turn.send(TWO)
-        await turn.end()
+        turn = await open_and_send(provider, ONE, TWO)
         pcm = await read_all(turn)
         usage = turn.usage
         assert usage.ended is TurnEnd.DONE and usage.provider == "kitta"

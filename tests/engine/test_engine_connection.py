@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from engine_toy import KEY, ToyProtocol, ToyServer
 
+from support import wait_until
 from ttsbridge.engine import ConnectionFailed, ConnectRequest, Event, describe_close
 from ttsbridge.engine.connection import Connection
 from ttsbridge.engine.stream import TurnStream
@@ -62,11 +63,7 @@ async def test_the_deadline_timer_ticks_the_protocol_which_fails_the_turn_and_ca
         with pytest.raises(TTSTimeoutError, match="no audio for a"):
             await collect(a)
 
-        async def cancel_written() -> None:
-            while {"turn": "a", "cancel": True} not in srv.received:  # noqa: ASYNC110 - bounded below
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(cancel_written(), 5.0)  # the frame tick() queued was written
+        await wait_until(lambda: {"turn": "a", "cancel": True} in srv.received, 5.0)  # tick()'s frame written
         await conn.close()
 
 
@@ -112,11 +109,7 @@ async def test_events_of_turns_without_a_sink_go_to_the_connection_callback() ->
         conn.protocol.end_turn("orphan", conn.now())
         await conn.flush()
 
-        async def two() -> None:
-            while len(seen) < 2:  # noqa: ASYNC110 - bounded below
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(two(), 5.0)
+        await wait_until(lambda: len(seen) >= 2, 5.0)
         assert [type(e).__name__ for e in seen] == ["AudioReceived", "TurnDone"]
         await conn.close()
 

@@ -16,7 +16,7 @@ from livekit.agents import APIConnectOptions, tokenize, tts, utils
 from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._waits import Watchdog, supervise, within
 from ttsbridge.livekit._words import push_timed_words
-from ttsbridge.policy.chunks import with_ready
+from ttsbridge.policy.chunks import joiner
 from ttsbridge.policy.words import TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
@@ -192,10 +192,11 @@ class _Attempt:
         rate = opened.sample_rate or self.owner.sample_rate
         bytes_per_s = 2.0 * rate
         push, on_audio, timer = self.emitter.push, self.watchdog.on_audio, self.timer
+        join = joiner(opened, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued behind
         async for pcm in opened:
             if not pcm:
                 continue
-            pcm = with_ready(opened, pcm, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued
+            pcm = join(pcm)
             push(pcm)
             self.audio = True
             if self.record is not None:

@@ -17,6 +17,7 @@ from pipecat.services.tts_service import WebsocketTTSService
 
 from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
+from ttsbridge.policy.chunks import joiner
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
@@ -73,8 +74,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         rate = self.sample_rate
         clock = state.clock
         bytes_per_s = 2.0 * rate
-        take_ready = getattr(state.turn, "take_ready", None)
-        limit = max(2, int(self.coalesce_audio_s * rate) * 2)
+        join = joiner(state.turn, rate=rate, coalesce_s=self.coalesce_audio_s)  # chunks queued behind
         append = self.append_to_audio_context
         try:
             async for pcm in state.turn:
@@ -82,10 +82,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                     return
                 if not pcm:
                     continue
-                if take_ready is not None and len(pcm) < limit:
-                    more = take_ready(limit - len(pcm))
-                    if more:
-                        pcm += more
+                pcm = join(pcm)
                 state.touch()
                 if state.record is not None:
                     state.record.on_audio()

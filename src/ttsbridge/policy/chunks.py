@@ -7,14 +7,25 @@ fell behind; it never delays audio. Pure: no clock, no I/O.
 
 from __future__ import annotations
 
-__all__ = ["with_ready"]
+from collections.abc import Callable
+
+__all__ = ["joiner"]
 
 
-def with_ready(turn: object, pcm: bytes, *, rate: int, coalesce_s: float) -> bytes:
-    """``pcm`` followed by what ``turn.take_ready`` has queued, up to ``coalesce_s`` of PCM16 at ``rate``."""
-    take_ready = getattr(turn, "take_ready", None)
+def joiner(turn: object, *, rate: int, coalesce_s: float) -> Callable[[bytes], bytes]:
+    """``join(pcm)``: ``pcm`` followed by what ``turn.take_ready`` has queued, up to ``coalesce_s`` of PCM16 at
+    ``rate``. Built once per turn (the lookup and the limit are not redone per chunk); a turn without
+    ``take_ready`` gets the identity."""
+    take_ready: Callable[[int], bytes] | None = getattr(turn, "take_ready", None)
     limit = max(2, int(coalesce_s * rate) * 2)
-    if take_ready is None or len(pcm) >= limit:
-        return pcm
-    more: bytes = take_ready(limit - len(pcm))
-    return pcm + more if more else pcm
+    if take_ready is None:
+        return lambda pcm: pcm
+
+    def join(pcm: bytes) -> bytes:
+        if len(pcm) >= limit:
+            return pcm
+        more = take_ready(limit - len(pcm))
+        return pcm + more if more else pcm
+
+    return join
+
