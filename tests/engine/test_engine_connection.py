@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from engine_toy import KEY, ToyProtocol, ToyServer
+from websockets.protocol import State
 
 from support import wait_until
 from ttsbridge.engine import ConnectionFailed, ConnectRequest, Event, describe_close
@@ -51,7 +52,7 @@ async def test_a_turn_round_trip_dispatches_audio_to_its_sink_and_detaches_at_it
         assert isinstance(seen[-1], ConnectionFailed) and "closed by the client" in str(seen[-1].error)
         with pytest.raises(TTSConnectionError, match="closed by the client"):
             await collect(b)
-        assert conn.closed and conn._reader is not None and conn._reader.done()
+        assert conn.closed and conn.ws is not None and conn.ws.state is State.CLOSED  # nothing left reading
 
 
 async def test_the_deadline_timer_ticks_the_protocol_which_fails_the_turn_and_cancels_it() -> None:

@@ -4,6 +4,14 @@
 state: its reader feeds every frame to ``protocol.receive``, dispatches ``protocol.events_received()`` (turn
 events to the sink attached for that turn, the rest to the connection-level ``on_event`` callback) and writes
 ``protocol.data_to_send()``. One timer follows ``protocol.next_deadline()`` and calls ``protocol.tick``.
+
+There is no reader task: the socket is a ``websockets`` :class:`ClientConnection` whose parsed messages are
+handed to the connection in the transport's ``data_received`` callback (:class:`_Socket`, through websockets'
+``create_connection`` hook), the way the peers' receive loops push audio straight into the framework: one
+loop hop from the socket to a turn's consumer, and no message assembler. What one read brings is handled in
+slices of :data:`SLICE` messages, one slice per loop iteration, so a turn's first chunk reaches its consumer
+(and the framework) before the rest of a burst is parsed, and other streams' work runs between slices; the
+transport's reading pauses while more than :data:`INBOX_HIGH` messages wait.
 Connections are made without permessage-deflate (``compression=None``): the frames are base64 audio or
 MessagePack, which compress poorly, and the extension cost a few % of the client's CPU and ~150 KiB of heap
 per pooled connection (docs/benchmarks.md). Closing is bounded: the reader keeps draining until the close handshake completes (so the server's close
@@ -18,11 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
@@ -36,6 +47,64 @@ logger = logging.getLogger("ttsbridge.engine")
 
 USER_AGENT = "ttsbridge/0.1"
 Sink = Callable[[TurnEvent], None]
+
+#: Messages handled per loop iteration when a read brought more (see the module docstring).
+SLICE = 8
+#: Loop iterations the rest of a read waits after a turn's first audio was dispatched: what the framework
+#: needs to hand that audio on (Pipecat: consumer, audio-context queue get, ``wait_for``, the push).
+HOLD = 4
+#: Messages waiting to be handled above which the transport stops reading (resumed below a quarter of it).
+INBOX_HIGH = 512
+
+_TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
+
+
+class _Socket(ClientConnection):
+    """websockets' client connection with its messages handed to :meth:`Connection._incoming` as they are
+    parsed (instead of queued for ``recv()``); control frames, the handshake and the close handshake are
+    websockets' own. The end of the transport is reported to :meth:`Connection._transport_lost`."""
+
+    def __init__(self, protocol: ClientProtocol, *, owner: Connection, **kwargs: Any) -> None:
+        super().__init__(protocol, **kwargs)
+        self.owner = owner
+        self._parts: list[bytes] = []  # the frames so far of a fragmented message
+        self._text = False
+
+    def data_received(self, data: bytes) -> None:
+        owner = self.owner
+        owner._budget = SLICE
+        super().data_received(data)
+        if self.protocol.close_rcvd is not None and self.opened:
+            owner._transport_lost()  # the server's close frame: what came before it was handled first
+
+    def process_event(self, event: Any) -> None:
+        if self.response is None or type(event) is not Frame or event.opcode > _BINARY:
+            super().process_event(event)  # the handshake response, control frames
+            return
+        op = event.opcode
+        if op is _CONT:
+            self._parts.append(bytes(event.data))
+            if not event.fin:
+                return
+            data: bytes = b"".join(self._parts)
+            self._parts = []
+            text = self._text
+        elif not event.fin:
+            self._parts, self._text = [bytes(event.data)], op is _TEXT
+            return
+        else:
+            data, text = event.data, op is _TEXT  # type: ignore[assignment]
+        self.owner._incoming(data, text)
+
+    @property
+    def opened(self) -> bool:
+        """The opening handshake succeeded (before that, a failure is ``connect()``'s to report)."""
+        return self.response is not None and self.protocol.handshake_exc is None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.opened:
+            self.owner._transport_lost()
 
 
 class Connection:
@@ -73,7 +142,13 @@ class Connection:
         self.ws: ClientConnection | None = None
         self._loop = asyncio.get_running_loop()
         self.opened_at = self.last_used = self._loop.time()
-        self._reader: asyncio.Task[None] | None = None
+        self._inbox: deque[tuple[bytes, bool]] = deque()
+        self._budget = SLICE
+        self._hold = 0  # loop iterations the queued messages still wait (see HOLD)
+        self._drainer: asyncio.Handle | None = None
+        self._paused = False  # the transport's reading, paused above INBOX_HIGH
+        self._ended = False  # the transport's end was handled
+        self._sock: _Socket | None = None  # set when websockets makes it (self.ws once the handshake is done)
         self._closer: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
@@ -129,6 +204,7 @@ class Connection:
                     ping_interval=self.ping_interval,
                     ping_timeout=self.ping_interval,
                     logger=RedactingLogger(logging.getLogger("ttsbridge.websockets"), req.secrets),
+                    create_connection=self._make_socket,  # type: ignore[arg-type]
                     **self.connect_options,
                 ),
                 self.connect_timeout,
@@ -151,7 +227,10 @@ class Connection:
             detail = f"{type(exc).__name__}: {redact(exc, req.secrets)}"
             raise proto.connect_failed(kind, detail, self.connect_timeout) from None
         self.opened_at = self.last_used = self._loop.time()
-        self._reader = self._loop.create_task(self._read_loop(), name=f"{self.name}-reader")
+
+    def _make_socket(self, protocol: ClientProtocol, **kwargs: Any) -> _Socket:
+        self._sock = _Socket(protocol, owner=self, **kwargs)
+        return self._sock
 
     # --- writing ------------------------------------------------------------------------------------------
 
@@ -175,7 +254,18 @@ class Connection:
         ws = self.ws
         assert ws is not None
         self.last_used = self._loop.time()
-        try:
+        if not ws.paused and not self._send_lock.locked():
+            # The usual case: the transport takes the frames now (no await, no lock, no drain). The sans-I/O
+            # protocol frames them and websockets' own send_data() writes them, as ws.send() would.
+            sans_io = ws.protocol
+            for frame in self.protocol.data_to_send():
+                if type(frame) is str:
+                    sans_io.send_text(frame.encode())
+                else:
+                    sans_io.send_binary(frame)
+            ws.send_data()
+            return
+        try:  # the transport's buffer is full (or a write waits for it): websockets' send drains it first
             async with self._send_lock:
                 for frame in self.protocol.data_to_send():
                     await ws.send(frame)
@@ -194,38 +284,80 @@ class Connection:
 
     # --- reading ------------------------------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        """Read until the socket is closed, whatever the frames; once the protocol is closed, discard."""
-        ws = self.ws
-        assert ws is not None
+    def _incoming(self, data: bytes, text: bool) -> None:
+        """One message, from the socket's ``data_received``: handled now while this read's slice lasts,
+        else queued for the next slice (in order)."""
+        inbox = self._inbox
+        if inbox or self._budget <= 0 or self._hold:
+            inbox.append((data, text))
+            if self._drainer is None:
+                self._drainer = self._loop.call_soon(self._drain)
+            if len(inbox) > INBOX_HIGH and not self._paused and self._sock is not None:
+                self._paused = True
+                with contextlib.suppress(Exception):
+                    self._sock.transport.pause_reading()
+            return
+        self._budget -= 1
+        self._handle(data, text)
+
+    def _drain(self) -> None:
+        """One slice of the queued messages; the next slice in the next loop iteration."""
+        self._drainer = None
+        if self._hold:
+            self._hold -= 1
+            self._drainer = self._loop.call_soon(self._drain)
+            return
+        inbox, handle = self._inbox, self._handle
+        for _ in range(min(SLICE, len(inbox))):
+            if self._hold:
+                break
+            handle(*inbox.popleft())
+        if inbox:
+            self._drainer = self._loop.call_soon(self._drain)
+        elif self._paused and self._sock is not None:
+            self._paused = False
+            with contextlib.suppress(Exception):  # the transport may be gone already
+                self._sock.transport.resume_reading()
+
+    def _handle(self, data: bytes, text: bool) -> None:
+        """Feed one message to the protocol, dispatch its events, write its frames, follow its deadline.
+        Once the protocol is closed, messages are discarded (until the close handshake completes)."""
         proto = self.protocol
+        if proto.closed:
+            return
         try:
-            async for message in ws:
-                if proto.closed:
-                    continue  # closing: discard until the close handshake completes
-                try:
-                    proto.receive(message, self._loop.time())
-                except Exception as exc:  # a bug must not leave turns hanging, nor the socket open
-                    logger.exception("%s: reader failed", self.name)
-                    proto.connection_lost(None, f"reader failed: {type(exc).__name__}", self._loop.time())
-                self._dispatch(proto.events_received())
-                if self.on_receive is not None:
-                    self.on_receive()
-                if proto.has_data_to_send():
-                    await self._write_quietly()
-                if proto.closed:
-                    self._start_close()
-                elif self._timer is None:
-                    self._arm()  # an armed timer re-arms itself when it fires: no deadline scan per frame
-        except ConnectionClosed as exc:
-            code, reason = _close_info(exc)
-        except Exception as exc:  # a bug must not leave turns hanging
+            proto.receive(data.decode() if text else data, self._loop.time())
+        except Exception as exc:  # a bug (or a text frame that is not UTF-8) must not leave turns hanging
             logger.exception("%s: reader failed", self.name)
-            code, reason = None, f"reader failed: {type(exc).__name__}"
-        else:
-            code, reason = _close_info(None, ws)
-        self._lost(code, reason)
-        await self._start_close()  # done, or bounded by close_timeout (then websockets aborts the transport)
+            proto.connection_lost(None, f"reader failed: {type(exc).__name__}", self._loop.time())
+        try:
+            self._dispatch(proto.events_received())
+            if self.on_receive is not None:
+                self.on_receive()
+        except Exception as exc:  # a bug must not leave turns hanging, nor the socket open
+            logger.exception("%s: reader failed", self.name)
+            self._lost(None, f"reader failed: {type(exc).__name__}")
+        if proto.has_data_to_send():
+            self._write_soon()
+        if proto.closed:
+            self._start_close()
+        elif self._timer is None:
+            self._arm()  # an armed timer re-arms itself when it fires: no deadline scan per frame
+
+    def _transport_lost(self) -> None:
+        """The server's close frame arrived, or the transport ended: what was queued is handled first, then
+        the live turns fail with the close's code and reason, and the socket is closed (bounded)."""
+        if self._ended:
+            return
+        self._ended = True
+        if self._drainer is not None:
+            self._drainer.cancel()
+            self._drainer = None
+        inbox, handle = self._inbox, self._handle
+        while inbox:
+            handle(*inbox.popleft())
+        self._lost(*_close_info(None, self._sock))
+        self._start_close()  # done, or bounded by close_timeout (then websockets aborts the transport)
 
     def _dispatch(self, events: list[Event]) -> None:
         sinks = self.sinks
@@ -234,6 +366,10 @@ class Connection:
                 sink = sinks.get(ev.turn_id)
                 if sink is not None:
                     sink(ev)
+                    if ev.first:  # the rest of this read waits until the framework has it (HOLD)
+                        self._hold = HOLD
+                        if self._drainer is None:
+                            self._drainer = self._loop.call_soon(self._drain)
                     continue
             elif isinstance(ev, ConnectionFailed):
                 self._cancel_timer()
@@ -271,7 +407,12 @@ class Connection:
             return
         self.protocol.tick(self._loop.time())
         self._after_input()
-        if self.protocol.has_data_to_send() and (self._writer is None or self._writer.done()):
+        if self.protocol.has_data_to_send():
+            self._write_soon()
+
+    def _write_soon(self) -> None:
+        """Write what the protocol queued from a callback (a frame received, the timer): one writer task."""
+        if self._writer is None or self._writer.done():
             self._writer = self._loop.create_task(self._write_quietly(), name=f"{self.name}-writer")
 
     # --- closing ------------------------------------------------------------------------------------------
@@ -283,11 +424,13 @@ class Connection:
         return self._closer
 
     async def _close_ws(self) -> None:
-        assert self.ws is not None
+        sock = self.ws or self._sock
+        if sock is None:
+            return
         with contextlib.suppress(Exception):
             # bounded by close_timeout: websockets aborts the transport when the handshake does not complete
             code, reason = self.protocol.close_frame()
-            await self.ws.close(code, reason)
+            await sock.close(code, reason)
 
     async def close(self) -> None:
         """Fail what is live ("closed by the client"), close the socket (bounded), end the reader (bounded)."""
@@ -295,12 +438,9 @@ class Connection:
             self._lost(None, "closed by the client")
         self._cancel_timer()
         if self.ws is not None:
-            # The reader keeps draining while the close completes; both end within close_timeout.
+            # Frames keep being read (and discarded) while the close completes, within close_timeout.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._start_close()), self.close_timeout + 1.0)
-        if self._reader is not None:
-            with contextlib.suppress(Exception):  # asyncio.TimeoutError included
-                await asyncio.wait_for(self._reader, 1.0)  # cancelled if it has not ended by then
         if self._writer is not None and not self._writer.done():
             self._writer.cancel()
 

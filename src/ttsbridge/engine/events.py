@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ttsbridge.errors import TTSBridgeError
 
 
 @dataclass(frozen=True, slots=True)
 class AudioReceived:
-    """Audio of one turn: PCM16 LE mono at the wire rate (G.711 already decoded, never empty)."""
+    """Audio of one turn: PCM16 LE mono at the wire rate (G.711 already decoded, never empty). ``first``: the
+    turn's first audio, a scheduling hint (the connection lets it reach the framework before it parses more),
+    not part of the event's value."""
 
     turn_id: str
     pcm: bytes
+    first: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

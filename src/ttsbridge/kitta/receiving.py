@@ -94,9 +94,10 @@ class ServerEvents:
         for ev in events:
             if ev.audio:
                 self._text.segments.audio(len(ev.audio))
+                first = not self.facts.audio_bytes
                 self.audio_bytes += len(ev.audio)
                 self.facts.audio_bytes += len(ev.audio)
-                self._events.append(AudioReceived(self.turn_id, ev.audio))
+                self._events.append(AudioReceived(self.turn_id, ev.audio, first))
 
     def _on_finish(self, event: FinishEvent) -> None:
         assert self.turn_id is not None and self.facts is not None

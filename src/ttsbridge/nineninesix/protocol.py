@@ -343,8 +343,9 @@ class NineninesixProtocol(TurnProtocol):
             return
         pcm, facts.carry = wire_to_pcm16(data, self._encoding, facts.carry)
         if pcm:
+            first = not facts.audio_bytes
             facts.audio_bytes += len(pcm)
-            self._events.append(AudioReceived(facts.context_id, pcm))
+            self._events.append(AudioReceived(facts.context_id, pcm, first))
 
     def _on_done(self, msg: DoneMessage, now: float) -> None:
         facts = self._live(msg.context_id, now)
