@@ -41,6 +41,8 @@ class ToyProtocol(TurnProtocol):
         self.owed_timeout = owed_timeout
         self.turns: dict[str, str] = {}  # id -> "open" | "ending" | "done" | "failed"
         self.owed_since: dict[str, float] = {}
+        self.frames_received = 0
+        self.heard: set[str] = set()  # turns whose audio has begun
         self._closed = False
 
     def connect_request(self) -> ConnectRequest:
@@ -52,13 +54,16 @@ class ToyProtocol(TurnProtocol):
         )
 
     def receive(self, frame: str | bytes, now: float) -> None:
+        self.frames_received += 1
         msg = json.loads(frame)
         tid = msg["turn"]
         if self.turns.get(tid) not in ("open", "ending"):
             return
         self.owed_since.pop(tid, None)
         if "pcm" in msg:
-            self._emit(AudioReceived(tid, bytes.fromhex(msg["pcm"])))
+            first = tid not in self.heard
+            self.heard.add(tid)
+            self._emit(AudioReceived(tid, bytes.fromhex(msg["pcm"]), first))
         elif msg.get("done"):
             self.turns[tid] = "done"
             self._emit(TurnDone(tid))
@@ -115,12 +120,22 @@ class ToyProtocol(TurnProtocol):
 
 
 class ToyServer:
-    """``async with ToyServer() as srv``: ``srv.url``; ``srv.received`` holds every frame the client sent."""
+    """``async with ToyServer() as srv``: ``srv.url``; ``srv.received`` holds every frame the client sent.
+
+    ``burst``: each text's audio goes out as that many messages of one byte each (the text's bytes, cycled),
+    written back to back; ``fragments``: each message is sent as that many WebSocket frames."""
 
     def __init__(
-        self, *, silent: bool = False, reject: int | None = None, drop_after: int | None = None
+        self,
+        *,
+        silent: bool = False,
+        reject: int | None = None,
+        drop_after: int | None = None,
+        burst: int = 1,
+        fragments: int = 1,
     ) -> None:
         self.silent, self.reject, self.drop_after = silent, reject, drop_after
+        self.burst, self.fragments = burst, fragments
         self.received: list[dict[str, Any]] = []
         self.urls: list[str] = []
         self._server: Server | None = None
@@ -142,9 +157,21 @@ class ToyServer:
                 if self.silent or msg.get("cancel"):
                     continue
                 if "text" in msg:
-                    await ws.send(json.dumps({"turn": msg["turn"], "pcm": msg["text"].encode().hex()}))
+                    await self._audio(ws, msg["turn"], msg["text"].encode())
                 elif msg.get("end"):
                     await ws.send(json.dumps({"turn": msg["turn"], "done": True}))
+
+    async def _audio(self, ws: ServerConnection, turn: str, pcm: bytes) -> None:
+        parts = (
+            [pcm] if self.burst == 1 else [pcm[i % len(pcm) : i % len(pcm) + 1] for i in range(self.burst)]
+        )
+        for part in parts:
+            text = json.dumps({"turn": turn, "pcm": part.hex()})
+            if self.fragments == 1:
+                await ws.send(text)
+            else:
+                n = -(-len(text) // self.fragments)
+                await ws.send([text[i : i + n] for i in range(0, len(text), n)])
 
     async def __aenter__(self) -> ToyServer:
         self._server = await serve(

@@ -1,0 +1,82 @@
+"""How the engine's connection reads: messages straight from the socket's ``data_received`` (no reader task),
+in order, in slices, a turn's first audio handed on before the rest of a burst is parsed, reading paused
+while too much waits, fragmented messages put back together. Over a real loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from engine_toy import ToyProtocol, ToyServer
+
+from ttsbridge.engine.connection import INBOX_HIGH, SLICE, Connection
+from ttsbridge.engine.stream import TurnStream
+
+
+async def open_turn(srv: ToyServer, text: str) -> tuple[Connection, ToyProtocol, TurnStream]:
+    proto = ToyProtocol(srv.url)
+    conn = Connection(proto, name="toy-read")
+    await conn.connect()
+    stream = TurnStream()
+    proto.open_turn("a", conn.now())
+    conn.attach("a", stream)
+    proto.send_text("a", text, conn.now())
+    await conn.flush()
+    return conn, proto, stream
+
+
+async def read_all(stream: TurnStream, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        ev = await asyncio.wait_for(stream.get(), 5.0)
+        assert ev is not None
+        out += ev.pcm  # type: ignore[union-attr]
+    return bytes(out)
+
+
+def expected(text: str, burst: int) -> bytes:
+    pcm = text.encode()
+    return bytes(pcm[i % len(pcm)] for i in range(burst))
+
+
+async def test_a_burst_larger_than_the_inbox_bound_arrives_whole_and_in_order() -> None:
+    burst = 4 * INBOX_HIGH
+    async with ToyServer(burst=burst) as srv:
+        conn, proto, stream = await open_turn(srv, "abcdefghij")
+        assert await read_all(stream, burst) == expected("abcdefghij", burst)
+        assert proto.frames_received == burst and not conn._inbox and not conn._paused
+        await conn.close()
+
+
+async def test_a_turns_first_audio_reaches_its_consumer_before_the_rest_of_the_burst_is_parsed() -> None:
+    burst = 20 * SLICE
+    async with ToyServer(burst=burst) as srv:
+        proto = ToyProtocol(srv.url)
+        conn = Connection(proto, name="toy-read")
+        await conn.connect()
+        stream = TurnStream()
+        proto.open_turn("a", conn.now())
+        conn.attach("a", stream)
+        seen_at_first: list[int] = []
+
+        async def consume() -> bytes:
+            first = await asyncio.wait_for(stream.get(), 5.0)
+            seen_at_first.append(proto.frames_received)
+            assert first is not None
+            return first.pcm + await read_all(stream, burst - 1)  # type: ignore[union-attr]
+
+        consumer = asyncio.create_task(consume())
+        await asyncio.sleep(0)  # the consumer waits for the turn's audio before any arrives
+        proto.send_text("a", "xyz", conn.now())
+        await conn.flush()
+        assert await asyncio.wait_for(consumer, 5.0) == expected("xyz", burst)
+        # woken by the first chunk, it ran before the burst was parsed (at most one slice of it)
+        assert seen_at_first[0] <= SLICE < burst, seen_at_first
+        await conn.close()
+
+
+async def test_a_message_sent_in_fragments_is_put_back_together() -> None:
+    async with ToyServer(fragments=3) as srv:
+        conn, proto, stream = await open_turn(srv, "hello fragments")
+        assert await read_all(stream, len("hello fragments")) == b"hello fragments"
+        assert proto.frames_received == 1
+        await conn.close()
