@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -54,6 +55,8 @@ class Watchdog:
 
 
 _T = TypeVar("_T")
+#: ``asyncio.timeout`` and ``Task.cancelling`` (Python >= 3.11)
+_IN_TASK = sys.version_info >= (3, 11)
 
 
 async def within(
@@ -65,7 +68,22 @@ async def within(
     """``asyncio.wait_for`` without its Python < 3.12 flaw: when the caller is cancelled just as ``aw``
     completes, ``wait_for`` returns the result and the cancellation is lost (a closed stream would go on
     reading). Here the cancellation always propagates; a result that is not returned is handed to
-    ``discard`` (e.g. a turn opened for a stream that was closed meanwhile is cancelled)."""
+    ``discard`` (e.g. a turn opened for a stream that was closed meanwhile is cancelled).
+
+    On Python >= 3.11 ``aw`` is awaited in the caller's task under ``asyncio.timeout`` (no task, no loop
+    hop: this is on the way to a turn's first request); a cancellation that arrived meanwhile and
+    that ``aw`` swallowed while completing is still honoured (``Task.cancelling()`` went up)."""
+    if _IN_TASK:
+        caller = asyncio.current_task()
+        pending = caller.cancelling() if caller is not None else 0  # type: ignore[attr-defined]
+        async with asyncio.timeout(timeout):  # type: ignore[attr-defined]
+            result = await aw
+        if caller is not None and caller.cancelling() > pending:  # type: ignore[attr-defined]
+            if discard is not None:
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(asyncio.ensure_future(discard(result)))
+            raise asyncio.CancelledError
+        return result
     task = asyncio.ensure_future(aw)
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)

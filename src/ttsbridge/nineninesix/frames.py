@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import sys
 from typing import Any
 
 from ttsbridge.errors import TTSConnectionError
@@ -31,6 +32,18 @@ ERROR_FIELDS: dict[str, tuple[type, ...]] = {
     "doc_url": (str, _NoneType),
     "request_id": (str, _NoneType),
 }
+
+if sys.version_info >= (3, 11):
+
+    def _strict_b64(data: str) -> bytes:
+        # what base64.b64decode(data, validate=True) does on 3.11+, without its str -> bytes copy
+        return binascii.a2b_base64(data, strict_mode=True)
+
+else:  # pragma: no cover - Python 3.10
+
+    def _strict_b64(data: str) -> bytes:
+        return base64.b64decode(data, validate=True)
+
 
 _NAMES = {str: "a string", int: "an integer", bool: "a boolean", _NoneType: "null"}
 
@@ -78,7 +91,7 @@ def chunk_audio(data: Any) -> bytes:
     if not isinstance(data, str):
         raise malformed("chunk", f"data must be a base64 string, got {type(data).__name__}")
     try:
-        return base64.b64decode(data, validate=True)
+        return _strict_b64(data)
     except (binascii.Error, ValueError):
         raise malformed("chunk", "data is not valid base64") from None
 
