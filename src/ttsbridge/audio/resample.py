@@ -72,8 +72,16 @@ def _to_float(pcm: bytes | bytearray | memoryview) -> np.ndarray:
 
 
 def _to_bytes(samples: np.ndarray) -> bytes:
-    """float32 samples in int16 units -> PCM16 LE bytes (round half to even, clip to int16 range)."""
-    return np.clip(np.rint(samples), -32768.0, 32767.0).astype(_PCM16).tobytes()
+    """float32 samples in int16 units -> PCM16 LE bytes (round half to even, clip to int16 range).
+
+    In place (``samples`` is the resampler's fresh output, used once) and with the ufuncs themselves:
+    ``np.clip`` goes through a Python wrapper, a few µs per chunk."""
+    if not samples.flags.writeable:
+        samples = samples.copy()
+    np.rint(samples, out=samples)
+    np.maximum(samples, -32768.0, out=samples)
+    np.minimum(samples, 32767.0, out=samples)
+    return samples.astype(_PCM16).tobytes()
 
 
 #: Reach of each quality's filter towards future input, in samples at ``min(in_rate, out_rate)``: beyond
