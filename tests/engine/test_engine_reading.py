@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 
 from engine_toy import ToyProtocol, ToyServer
+from raw_server import RawServer, close_frame, text_frame
 
+from support import wait_until
 from ttsbridge.engine.connection import INBOX_HIGH, SLICE, Connection
 from ttsbridge.engine.stream import TurnStream
 
@@ -80,3 +82,58 @@ async def test_a_message_sent_in_fragments_is_put_back_together() -> None:
         assert await read_all(stream, len("hello fragments")) == b"hello fragments"
         assert proto.frames_received == 1
         await conn.close()
+
+
+async def test_a_close_frame_behind_a_burst_that_paused_reading_still_closes_at_once() -> None:
+    """The read that carries the server's close also paused reading (inbox past its bound): reading is
+    resumed, so the server's TCP close is seen and the socket ends, not at ``close_timeout``."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1000)  # the client's text
+        burst = b"".join(text_frame({"turn": "a", "pcm": "61"}) for _ in range(2 * INBOX_HIGH))
+        writer.write(burst + close_frame())
+        await reader.read(1000)  # the client's close reply; then TCP closes
+
+    async with RawServer(script) as srv:
+        proto = ToyProtocol(srv.url)
+        conn = Connection(proto, name="toy-read", close_timeout=10.0, ping_interval=None)
+        await conn.connect()
+        stream = TurnStream()
+        proto.open_turn("a", conn.now())
+        conn.attach("a", stream)
+        proto.send_text("a", "x", conn.now())
+        await conn.flush()
+        sock = conn._sock
+        assert sock is not None
+        await wait_until(lambda: proto.closed, 5.0)
+        assert proto.frames_received == 2 * INBOX_HIGH  # every frame before the close was handled
+        await asyncio.wait_for(asyncio.shield(sock.connection_lost_waiter), 3.0)  # not close_timeout (10 s)
+        await conn.close()
+
+
+async def test_frames_that_come_with_the_handshake_are_handled_once_connect_has_returned() -> None:
+    async def idle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1000)
+
+    seen: list[tuple[str, bool]] = []
+
+    async def run(after_101: bytes) -> ToyProtocol:
+        async with RawServer(idle, after_101=after_101) as srv:
+            proto = ToyProtocol(srv.url)
+            conn = Connection(
+                proto,
+                name="toy-read",
+                ping_interval=None,
+                on_receive=lambda: seen.append(("received", conn.ws is not None)),
+                on_event=lambda ev: seen.append((type(ev).__name__, conn.ws is not None)),
+            )
+            await conn.connect()
+            await wait_until(lambda: bool(seen), 5.0)
+            await conn.close()
+            return proto
+
+    proto = await run(text_frame({"turn": "z", "pcm": "61"}))
+    assert seen[0] == ("received", True) and proto.frames_received == 1
+    seen.clear()
+    proto = await run(close_frame(1001, "going away"))
+    assert seen[0] == ("ConnectionFailed", True) and proto.closed

@@ -14,7 +14,7 @@ slices of :data:`SLICE` messages, one slice per loop iteration, so a turn's firs
 transport's reading pauses while more than :data:`INBOX_HIGH` messages wait.
 Connections are made without permessage-deflate (``compression=None``): the frames are base64 audio or
 MessagePack, which compress poorly, and the extension cost a few % of the client's CPU and ~150 KiB of heap
-per pooled connection (docs/benchmarks.md). Closing is bounded: the reader keeps draining until the close handshake completes (so the server's close
+per pooled connection (docs/benchmarks.md). Closing is bounded: frames keep being read (and discarded) until the close handshake completes (so the server's close
 reply, queued behind frames it was still sending, is seen), and websockets aborts the transport after
 ``close_timeout``.
 
@@ -33,7 +33,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
-from websockets.frames import Frame, Opcode
+from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
@@ -53,8 +53,10 @@ SLICE = 8
 #: Loop iterations the rest of a read waits after a turn's first audio was dispatched: what the framework
 #: needs to hand that audio on (Pipecat: consumer, audio-context queue get, ``wait_for``, the push).
 HOLD = 4
-#: Messages waiting to be handled above which the transport stops reading (resumed below a quarter of it).
+#: Messages waiting to be handled above which the transport stops reading (resumed once they are handled).
 INBOX_HIGH = 512
+#: Frames of one fragmented message (websockets' own assembler's limit).
+MAX_FRAGMENTS = 4096
 
 _TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
 
@@ -83,18 +85,27 @@ class _Socket(ClientConnection):
             return
         op = event.opcode
         if op is _CONT:
-            self._parts.append(bytes(event.data))
+            self._parts.append(event.data)
             if not event.fin:
+                if len(self._parts) > MAX_FRAGMENTS:  # what websockets' own assembler refuses
+                    self._parts = []
+                    self.protocol.fail(CloseCode.MESSAGE_TOO_BIG, "too many fragments")
+                    self.send_data()
                 return
-            data: bytes = b"".join(self._parts)
+            data = b"".join(self._parts)
             self._parts = []
             text = self._text
         elif not event.fin:
-            self._parts, self._text = [bytes(event.data)], op is _TEXT
+            self._parts, self._text = [event.data], op is _TEXT
             return
         else:
-            data, text = event.data, op is _TEXT  # type: ignore[assignment]
-        self.owner._incoming(data, text)
+            data, text = event.data, op is _TEXT
+            if not text and type(data) is not bytes:  # websockets may hand over a bytearray
+                data = bytes(data)
+        try:
+            self.owner._incoming(data, text)
+        except Exception:  # never into asyncio's transport (it would abort the socket mid-read)
+            logger.exception("%s: failed to handle a message", self.owner.name)
 
     @property
     def opened(self) -> bool:
@@ -148,6 +159,7 @@ class Connection:
         self._drainer: asyncio.Handle | None = None
         self._paused = False  # the transport's reading, paused above INBOX_HIGH
         self._ended = False  # the transport's end was handled
+        self._lost_early = False  # it ended before connect() returned
         self._sock: _Socket | None = None  # set when websockets makes it (self.ws once the handshake is done)
         self._closer: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -227,6 +239,10 @@ class Connection:
             detail = f"{type(exc).__name__}: {redact(exc, req.secrets)}"
             raise proto.connect_failed(kind, detail, self.connect_timeout) from None
         self.opened_at = self.last_used = self._loop.time()
+        if self._lost_early:  # closed or dropped right after the handshake
+            self._transport_lost()
+        elif self._inbox and self._drainer is None:  # frames that came with the handshake's response
+            self._drainer = self._loop.call_soon(self._drain)
 
     def _make_socket(self, protocol: ClientProtocol, **kwargs: Any) -> _Socket:
         self._sock = _Socket(protocol, owner=self, **kwargs)
@@ -248,7 +264,9 @@ class Connection:
 
     async def _write(self) -> None:
         if not self.writable():
-            if not self.protocol.closed and self.ws is not None:  # closing; the reader has not seen it yet
+            if (
+                not self.protocol.closed and self.ws is not None
+            ):  # closing; its close frame is not handled yet
                 self._lost(*_close_info(None, self.ws))
             raise TTSConnectionError(f"{self.name}: the connection is closed")
         ws = self.ws
@@ -267,8 +285,9 @@ class Connection:
             return
         try:  # the transport's buffer is full (or a write waits for it): websockets' send drains it first
             async with self._send_lock:
-                for frame in self.protocol.data_to_send():
-                    await ws.send(frame)
+                while self.protocol.has_data_to_send():  # frames queued while this one waited
+                    for frame in self.protocol.data_to_send():
+                        await ws.send(frame)
         except ConnectionClosed as exc:
             code, reason = _close_info(exc)
             self._lost(code, reason)
@@ -288,8 +307,10 @@ class Connection:
         """One message, from the socket's ``data_received``: handled now while this read's slice lasts,
         else queued for the next slice (in order)."""
         inbox = self._inbox
-        if inbox or self._budget <= 0 or self._hold:
+        if inbox or self._budget <= 0 or self._hold or self.ws is None:
             inbox.append((data, text))
+            if self.ws is None:
+                return  # frames that came with the handshake's response: handled once connect() returns
             if self._drainer is None:
                 self._drainer = self._loop.call_soon(self._drain)
             if len(inbox) > INBOX_HIGH and not self._paused and self._sock is not None:
@@ -308,16 +329,19 @@ class Connection:
             self._drainer = self._loop.call_soon(self._drain)
             return
         inbox, handle = self._inbox, self._handle
-        for _ in range(min(SLICE, len(inbox))):
-            if self._hold:
-                break
-            handle(*inbox.popleft())
-        if inbox:
-            self._drainer = self._loop.call_soon(self._drain)
-        elif self._paused and self._sock is not None:
-            self._paused = False
-            with contextlib.suppress(Exception):  # the transport may be gone already
-                self._sock.transport.resume_reading()
+        try:
+            for _ in range(min(SLICE, len(inbox))):
+                if self._hold:
+                    break
+                handle(*inbox.popleft())
+        finally:  # (handle() catches what it can; a slice never ends the draining)
+            if inbox:
+                if self._drainer is None:  # a first audio handled in this slice may have scheduled it
+                    self._drainer = self._loop.call_soon(self._drain)
+            elif self._paused and self._sock is not None:
+                self._paused = False
+                with contextlib.suppress(Exception):  # the transport may be gone already
+                    self._sock.transport.resume_reading()
 
     def _handle(self, data: bytes, text: bool) -> None:
         """Feed one message to the protocol, dispatch its events, write its frames, follow its deadline.
@@ -336,7 +360,8 @@ class Connection:
                 self.on_receive()
         except Exception as exc:  # a bug must not leave turns hanging, nor the socket open
             logger.exception("%s: reader failed", self.name)
-            self._lost(None, f"reader failed: {type(exc).__name__}")
+            with contextlib.suppress(Exception):  # (a sink that raised again: logged above)
+                self._lost(None, f"reader failed: {type(exc).__name__}")
         if proto.has_data_to_send():
             self._write_soon()
         if proto.closed:
@@ -349,6 +374,9 @@ class Connection:
         the live turns fail with the close's code and reason, and the socket is closed (bounded)."""
         if self._ended:
             return
+        if self.ws is None:  # the handshake just completed and connect() has not returned yet
+            self._lost_early = True
+            return
         self._ended = True
         if self._drainer is not None:
             self._drainer.cancel()
@@ -356,6 +384,10 @@ class Connection:
         inbox, handle = self._inbox, self._handle
         while inbox:
             handle(*inbox.popleft())
+        if self._paused and self._sock is not None:  # else the server's TCP close is never read
+            self._paused = False
+            with contextlib.suppress(Exception):
+                self._sock.transport.resume_reading()
         self._lost(*_close_info(None, self._sock))
         self._start_close()  # done, or bounded by close_timeout (then websockets aborts the transport)
 
@@ -418,7 +450,7 @@ class Connection:
     # --- closing ------------------------------------------------------------------------------------------
 
     def _start_close(self) -> asyncio.Task[None]:
-        """The one task closing the socket (started once, by the reader or by :meth:`close`)."""
+        """The one task closing the socket (started once, when a frame or the close failed the protocol, or by :meth:`close`)."""
         if self._closer is None:
             self._closer = self._loop.create_task(self._close_ws(), name=f"{self.name}-close")
         return self._closer
@@ -433,7 +465,7 @@ class Connection:
             await sock.close(code, reason)
 
     async def close(self) -> None:
-        """Fail what is live ("closed by the client"), close the socket (bounded), end the reader (bounded)."""
+        """Fail what is live ("closed by the client"), close the socket (bounded)."""
         if not self.protocol.closed:
             self._lost(None, "closed by the client")
         self._cancel_timer()
