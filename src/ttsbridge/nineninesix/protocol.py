@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from ttsbridge.audio.carry import wire_to_pcm16
 from ttsbridge.engine import (
@@ -94,6 +95,7 @@ class NineninesixProtocol(TurnProtocol):
         self._closed = False
         self._encoding = output_format.encoding
         self._queue: list[tuple[ContextFacts | None, str]] = []
+        self._fields: dict[tuple[str | None, str | None, str | None], dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"NineninesixProtocol({self._encoding}@{self.output_format.sample_rate}, live={len(self.contexts)})"
@@ -211,25 +213,37 @@ class NineninesixProtocol(TurnProtocol):
             raise facts.error
         if facts.state is not ContextState.OPEN:
             refuse(facts, text, end=not continue_)
-        req = GenerationRequest(
-            transcript=text,
-            context_id=facts.context_id,
-            continue_=continue_,  # type: ignore[call-arg]  # the alias of the wire's `continue`
-            model_id=facts.model,
-            voice=VoiceSpecifier(id=facts.voice) if facts.voice else None,
-            # Every request carries the format: the server fixes it from the first that does, and a
-            # context opened later on the same connection must not depend on which came first.
-            output_format=self.output_format,
-            language=facts.language,
-        )
+        wire = {"transcript": text, "context_id": facts.context_id, "continue": continue_}
+        wire.update(self._request_fields(facts))
         if text:
             facts.texts.append(text)
             facts.chars += len(text)
         facts.last_sent = now
-        self._queue.append((facts, json.dumps(req.to_wire(), separators=(",", ":"))))
+        self._queue.append((facts, json.dumps(wire, separators=(",", ":"))))
         if not continue_:
             facts.ended = True
             self._move(facts, Input.END)
+
+    def _request_fields(self, facts: ContextFacts) -> dict[str, Any]:
+        """The wire fields after ``continue`` that are the same for every request of a context (model, voice,
+        format, language), as :class:`GenerationRequest` writes them; built once per combination."""
+        key = (facts.model, facts.voice, facts.language)
+        fields = self._fields.get(key)
+        if fields is None:
+            req = GenerationRequest(
+                transcript="",
+                model_id=facts.model,
+                voice=VoiceSpecifier(id=facts.voice) if facts.voice else None,
+                # Every request carries the format: the server fixes it from the first that does, and a
+                # context opened later on the same connection must not depend on which came first.
+                output_format=self.output_format,
+                language=facts.language,
+            )
+            fields = req.to_wire()
+            for name in ("transcript", "context_id", "continue"):
+                fields.pop(name, None)
+            self._fields[key] = fields
+        return fields
 
     def _require(self, turn_id: str) -> ContextFacts:
         facts = self.contexts.get(turn_id)
