@@ -138,24 +138,32 @@ class TurnTTSService(_TurnAudioService):
             await self._end_failed_audio_context(context_id)
             yield None
             return
-        state = self._turns.get(context_id) or await self._start_turn(context_id)
-        if state is None:  # the turn could not be opened (reported)
-            yield None
-            return
+        state = self._turns.get(context_id)
+        opened = state is None
+        if state is None:
+            state = await self._start_turn(context_id)
+            if state is None:  # the turn could not be opened (reported)
+                yield None
+                return
         # Word timing learns of the text before any of its audio can arrive.
         state.clock.add_text(text, boundary=not self._is_streaming_tokens)
         state.touch()
         try:
             await state.turn.send(text)
         except Exception as exc:
+            if opened:
+                self._start_reader(state)
             await self._fail(context_id, exc)
             yield None
             return
+        if opened:  # after the first request is out: the turn's audio waits in its stream until read
+            self._start_reader(state)
         await self.start_tts_usage_metrics(text)
         yield None
 
     async def _start_turn(self, context_id: str) -> _TurnState | None:
-        """Open the provider turn behind ``context_id`` and start its reader; None (reported) if it failed."""
+        """Open the provider turn behind ``context_id`` (its reader is started by :meth:`_start_reader`, once
+        its first text is sent); None (reported) if it failed."""
         record = TurnRecord(self._provider, sample_rate=self.sample_rate)
         try:
             turn = await self._open_turn()
@@ -172,9 +180,11 @@ class TurnTTSService(_TurnAudioService):
         )
         state.touch()
         self._turns[context_id] = state
-        state.reader = self.create_task(self._read_turn(state), name=f"turn-{context_id[:8]}")
-        self._ensure_refresher()
         return state
+
+    def _start_reader(self, state: _TurnState) -> None:
+        state.reader = self.create_task(self._read_turn(state), name=f"turn-{state.context_id[:8]}")
+        self._ensure_refresher()
 
     async def _open_turn(self) -> Turn:
         """Open a provider turn, awaited in this task: no task and no loop hop on the way out.
