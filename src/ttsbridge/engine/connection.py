@@ -6,7 +6,7 @@ events to the sink attached for that turn, the rest to the connection-level ``on
 ``protocol.data_to_send()``. One timer follows ``protocol.next_deadline()`` and calls ``protocol.tick``.
 
 There is no reader task: the socket is a ``websockets`` :class:`ClientConnection` whose parsed messages are
-handed to the connection in the transport's ``data_received`` callback (:class:`_Socket`, through websockets'
+handed to the connection in the transport's ``data_received`` callback (:mod:`ttsbridge.engine.socket`, through websockets'
 ``create_connection`` hook), the way the peers' receive loops push audio straight into the framework: one
 loop hop from the socket to a turn's consumer, and no message assembler. What one read brings is handled in
 slices of :data:`SLICE` messages, one slice per loop iteration, so a turn's first chunk reaches its consumer
@@ -33,7 +33,6 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.client import ClientProtocol
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
-from websockets.frames import CloseCode, Frame, Opcode
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
@@ -41,6 +40,7 @@ from ttsbridge._logging import RedactingLogger
 from ttsbridge._redact import redact
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnEvent
 from ttsbridge.engine.protocol import TurnProtocol
+from ttsbridge.engine.socket import Socket
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError
 
 logger = logging.getLogger("ttsbridge.engine")
@@ -55,67 +55,6 @@ SLICE = 8
 HOLD = 4
 #: Messages waiting to be handled above which the transport stops reading (resumed once they are handled).
 INBOX_HIGH = 512
-#: Frames of one fragmented message (websockets' own assembler's limit).
-MAX_FRAGMENTS = 4096
-
-_TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
-
-
-class _Socket(ClientConnection):
-    """websockets' client connection with its messages handed to :meth:`Connection._incoming` as they are
-    parsed (instead of queued for ``recv()``); control frames, the handshake and the close handshake are
-    websockets' own. The end of the transport is reported to :meth:`Connection._transport_lost`."""
-
-    def __init__(self, protocol: ClientProtocol, *, owner: Connection, **kwargs: Any) -> None:
-        super().__init__(protocol, **kwargs)
-        self.owner = owner
-        self._parts: list[bytes] = []  # the frames so far of a fragmented message
-        self._text = False
-
-    def data_received(self, data: bytes) -> None:
-        owner = self.owner
-        owner._budget = SLICE
-        super().data_received(data)
-        if self.protocol.close_rcvd is not None and self.opened:
-            owner._transport_lost()  # the server's close frame: what came before it was handled first
-
-    def process_event(self, event: Any) -> None:
-        if self.response is None or type(event) is not Frame or event.opcode > _BINARY:
-            super().process_event(event)  # the handshake response, control frames
-            return
-        op = event.opcode
-        if op is _CONT:
-            self._parts.append(event.data)
-            if not event.fin:
-                if len(self._parts) > MAX_FRAGMENTS:  # what websockets' own assembler refuses
-                    self._parts = []
-                    self.protocol.fail(CloseCode.MESSAGE_TOO_BIG, "too many fragments")
-                    self.send_data()
-                return
-            data = b"".join(self._parts)
-            self._parts = []
-            text = self._text
-        elif not event.fin:
-            self._parts, self._text = [event.data], op is _TEXT
-            return
-        else:
-            data, text = event.data, op is _TEXT
-            if not text and type(data) is not bytes:  # websockets may hand over a bytearray
-                data = bytes(data)
-        try:
-            self.owner._incoming(data, text)
-        except Exception:  # never into asyncio's transport (it would abort the socket mid-read)
-            logger.exception("%s: failed to handle a message", self.owner.name)
-
-    @property
-    def opened(self) -> bool:
-        """The opening handshake succeeded (before that, a failure is ``connect()``'s to report)."""
-        return self.response is not None and self.protocol.handshake_exc is None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self.opened:
-            self.owner._transport_lost()
 
 
 class Connection:
@@ -160,7 +99,7 @@ class Connection:
         self._paused = False  # the transport's reading, paused above INBOX_HIGH
         self._ended = False  # the transport's end was handled
         self._lost_early = False  # it ended before connect() returned
-        self._sock: _Socket | None = None  # set when websockets makes it (self.ws once the handshake is done)
+        self._sock: Socket | None = None  # set when websockets makes it (self.ws once the handshake is done)
         self._closer: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
@@ -240,12 +179,12 @@ class Connection:
             raise proto.connect_failed(kind, detail, self.connect_timeout) from None
         self.opened_at = self.last_used = self._loop.time()
         if self._lost_early:  # closed or dropped right after the handshake
-            self._transport_lost()
+            self.transport_lost()
         elif self._inbox and self._drainer is None:  # frames that came with the handshake's response
             self._drainer = self._loop.call_soon(self._drain)
 
-    def _make_socket(self, protocol: ClientProtocol, **kwargs: Any) -> _Socket:
-        self._sock = _Socket(protocol, owner=self, **kwargs)
+    def _make_socket(self, protocol: ClientProtocol, **kwargs: Any) -> Socket:
+        self._sock = Socket(protocol, owner=self, **kwargs)
         return self._sock
 
     # --- writing ------------------------------------------------------------------------------------------
@@ -303,7 +242,11 @@ class Connection:
 
     # --- reading ------------------------------------------------------------------------------------------
 
-    def _incoming(self, data: bytes, text: bool) -> None:
+    def new_read(self) -> None:
+        """The socket got a new read: its first :data:`SLICE` messages may be handled at once."""
+        self._budget = SLICE
+
+    def incoming(self, data: bytes, text: bool) -> None:
         """One message, from the socket's ``data_received``: handled now while this read's slice lasts,
         else queued for the next slice (in order)."""
         inbox = self._inbox
@@ -369,7 +312,7 @@ class Connection:
         elif self._timer is None:
             self._arm()  # an armed timer re-arms itself when it fires: no deadline scan per frame
 
-    def _transport_lost(self) -> None:
+    def transport_lost(self) -> None:
         """The server's close frame arrived, or the transport ended: what was queued is handled first, then
         the live turns fail with the close's code and reason, and the socket is closed (bounded)."""
         if self._ended:
