@@ -1,7 +1,7 @@
 """The one asyncio connection loop both providers use (modelled on ``websockets.asyncio.connection``).
 
 :class:`Connection` owns a WebSocket and a :class:`~ttsbridge.engine.protocol.TurnProtocol` and holds no turn
-state: its reader feeds every frame to ``protocol.receive``, dispatches ``protocol.events_received()`` (turn
+state: it feeds every frame received to ``protocol.receive``, dispatches ``protocol.events_received()`` (turn
 events to the sink attached for that turn, the rest to the connection-level ``on_event`` callback) and writes
 ``protocol.data_to_send()``. One timer follows ``protocol.next_deadline()`` and calls ``protocol.tick``.
 
@@ -121,7 +121,7 @@ class Connection:
 
     def writable(self) -> bool:
         """Open and not closing: a frame sent now is written. (A close frame may have arrived before the
-        reader saw it: the websockets state knows at once.)"""
+        connection handled it: the websockets state knows at once.)"""
         return self.ws is not None and not self.protocol.closed and self.ws.state is State.OPEN
 
     def idle_for(self) -> float:
