@@ -131,6 +131,24 @@ async def test_kitta_done_turn_bills_every_segment(emulator: Emulator) -> None:
         await provider.aclose()
 
 
+async def test_kitta_turn_the_server_finished_bills_its_units_once_when_cancelled_before_the_end_is_read(
+    emulator: Emulator,
+) -> None:
+    """A barge-in after the server's ``finish`` arrived, before the consumer read the end: the turn ends
+    cancelled and bills the finished session's units once (they were counted twice)."""
+    emu = emulator
+    provider = kitta(emu)
+    try:
+        turn = await open_and_send(provider, ONE)
+        await emu.wait_until(lambda: turn.generation.finished, timeout=WAIT)
+        assert turn.usage.characters_billed == len(ONE.strip()) == emu.stats.kitta_units_committed
+        await turn.cancel()
+        usage = turn.usage
+        assert usage.characters_billed == len(ONE.strip()) == emu.stats.kitta_units_committed
+    finally:
+        await provider.aclose()
+
+
 async def test_kitta_barge_in_refunds_segments_without_audio(emulator: Emulator) -> None:
     emu = emulator
     provider = kitta(emu)

@@ -123,23 +123,20 @@ class KittaTurn(Turn):
         the units their ``usage`` events reported (a retry never follows a part-delivered segment)."""
         gen = self._gen
         proto = gen._proto  # the current session's protocol (the generation's own, also during a retry)
-        if proto.finish_units is not None:
-            current = proto.finish_units
-            earlier = gen.units - proto.finish_units if gen.finished else gen.units
-        else:
-            current = sum(
+        billed = gen.units  # earlier sessions' usage units, and this one's finish units once it finished
+        if proto.finish_units is None:
+            billed += sum(
                 seg.units if seg.units is not None else len(seg.text.strip())
                 for seg in proto.segments
                 if seg.status is not SegmentStatus.PENDING
             )
-            earlier = gen.units
         reserved = sum(len(s.text.strip()) for s in proto.segments if s.status is SegmentStatus.PENDING)
         ended = self.outcome
         return TurnUsage(
             provider="kitta",
             turn_id=self.id,
             characters_sent=self.characters_sent,
-            characters_billed=earlier + current,
+            characters_billed=billed,
             characters_heard=self.characters_heard,
             audio_seconds=gen.audio_bytes / 2 / gen.sample_rate if gen.sample_rate else 0.0,
             ended=None if ended is None else TurnEnd(ended),
