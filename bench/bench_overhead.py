@@ -147,9 +147,12 @@ async def memory_of(level: str, which: str, emu: EmulatorProcess, sc: Scenario, 
             for t in s._tts:
                 t.prewarm()
             for _ in range(200):  # bounded: until the n connections are open
-                if (await emu.stats())["ws_open"] >= before + n:
+                opened = (await emu.stats())["ws_open"] - before
+                if opened >= n:
                     break
                 await asyncio.sleep(0.05)
+            else:
+                raise RuntimeError(f"only {opened} of {n} connections opened")
             pooled = Mem()
             await batch(s, n, 9_000_000)
             used = Mem()

@@ -121,13 +121,15 @@ def pool(*, shared: bool = True) -> tuple[KeyedPool[str, FakeConn], list[FakeCon
 
 async def test_shared_pool_reuses_per_key_and_replaces_expired_or_unusable() -> None:
     p, _made = pool()
-    a1, a2, b = await p.acquire("a"), await p.acquire("a"), await p.acquire("b")
+    a1 = await asyncio.wait_for(p.acquire("a"), 5.0)
+    a2 = await asyncio.wait_for(p.acquire("a"), 5.0)
+    b = await asyncio.wait_for(p.acquire("b"), 5.0)
     assert a1 is a2 and a1 is not b and p.opened == 2
     a1.old = True
-    a3 = await p.acquire("a")
+    a3 = await asyncio.wait_for(p.acquire("a"), 5.0)
     assert a3 is not a1 and a1.closed
     a3.ok = False
-    a4 = await p.acquire("a")
+    a4 = await asyncio.wait_for(p.acquire("a"), 5.0)
     assert a4 is not a3 and p.get("a") is a4
     p.discard("a", a4)
     assert p.get("a") is None
@@ -135,7 +137,7 @@ async def test_shared_pool_reuses_per_key_and_replaces_expired_or_unusable() -> 
 
 async def test_concurrent_acquires_of_one_key_open_one_connection() -> None:
     p, made = pool()
-    got = await asyncio.gather(*(p.acquire("a") for _ in range(5)))
+    got = await asyncio.wait_for(asyncio.gather(*(p.acquire("a") for _ in range(5))), 5.0)
     assert len(made) == 1 and all(c is made[0] for c in got)
 
 

@@ -277,8 +277,8 @@ async def agent_session(t: tts.TTS, replies: dict[str, str], **session_kw: Any) 
     finally:
         with contextlib.suppress(RuntimeError):
             await asyncio.wait_for(session.aclose(), BOUND)
-        await sync.aclose()
-        await player.aclose()
+        await asyncio.wait_for(sync.aclose(), BOUND)
+        await asyncio.wait_for(player.aclose(), BOUND)
 
 
 # ----------------------------------------------------------------------------------------------------

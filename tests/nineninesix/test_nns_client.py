@@ -456,11 +456,18 @@ async def test_connection_refused_error_text_has_no_key(caplog: pytest.LogCaptur
 async def test_http_needs_a_voice_and_says_so_before_sending(emu: Emulator) -> None:
     provider = NineninesixTurnProvider(emu.api_key, base_url=emu.base_url)  # no voice
     try:
-        with pytest.raises(TTSInvalidOptionError, match="voice"):
+
+        async def drain_sse() -> None:
             async for _ in provider.http.tts_sse(S1):
                 pass
+
+        async def synthesize() -> bytes:
+            return b"".join([c async for c in provider.synthesize(S1, sample_rate=16000)])
+
+        with pytest.raises(TTSInvalidOptionError, match="voice"):
+            await asyncio.wait_for(drain_sse(), 10.0)
         # the provider's one-shot synthesis speaks the default voice over the WebSocket instead
-        pcm = b"".join([c async for c in provider.synthesize(S1, sample_rate=16000)])
+        pcm = await asyncio.wait_for(synthesize(), 10.0)
     finally:
         await provider.aclose()
     assert emu.stats.http_requests == 0

@@ -162,8 +162,7 @@ async def test_aclose_completes_while_the_server_keeps_streaming() -> None:
         await wait_until(lambda: ctx.audio_bytes > 0, WAIT)
         await asyncio.wait_for(client.aclose(), WAIT)
         with pytest.raises(TTSConnectionError, match="closed by the client"):
-            async for _ in ctx:
-                pass
+            await collect(ctx)
         await wait_until(lambda: srv.open_connections == 0, WAIT)
         await asyncio.wait_for(asyncio.gather(*floods), WAIT)
         await no_client_tasks_left("nineninesix-")

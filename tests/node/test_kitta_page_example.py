@@ -90,7 +90,12 @@ async def test_the_pages_node_example_writes_a_decodable_mp3(node_example: Path,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(node.communicate(), WAIT_S)
+        try:
+            out, err = await asyncio.wait_for(node.communicate(), WAIT_S)
+        except asyncio.TimeoutError:
+            node.kill()
+            await node.wait()
+            raise
     report = f"stdout: {out.decode()}\nstderr: {err.decode()}"
     assert node.returncode == 0, report
     assert not err, report  # the example prints errors (e.g. 'unauthorized', 'unsupported_parameter') there

@@ -207,7 +207,7 @@ async def phone_bot(
         await asyncio.wait_for(asyncio.shield(task), BOUND)
     finally:
         if not task.done():
-            await worker.cancel()
+            await asyncio.wait_for(worker.cancel(), BOUND)
             with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
                 await asyncio.wait_for(task, BOUND)
 

@@ -81,7 +81,9 @@ async def first_of(*events: asyncio.Event) -> None:
     """Wait (bounded) until one of ``events`` is set; the waiters of the others are cancelled."""
     waiters = [asyncio.ensure_future(e.wait()) for e in events]
     try:
-        await asyncio.wait(waiters, timeout=BOUND, return_when=asyncio.FIRST_COMPLETED)
+        done, _pending = await asyncio.wait(waiters, timeout=BOUND, return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+            raise asyncio.TimeoutError("neither heard nor ended")
     finally:
         for w in waiters:
             w.cancel()

@@ -91,7 +91,7 @@ class Connection:
         self.sinks: dict[str, Sink] = {}
         self.ws: ClientConnection | None = None
         self._loop = asyncio.get_running_loop()
-        self.opened_at = self.last_used = self._loop.time()
+        self.last_used = self._loop.time()
         self._inbox: deque[tuple[bytes, bool]] = deque()
         self._budget = SLICE
         self._hold = 0  # loop iterations the queued messages still wait (see HOLD)
@@ -177,7 +177,7 @@ class Connection:
             )
             detail = f"{type(exc).__name__}: {redact(exc, req.secrets)}"
             raise proto.connect_failed(kind, detail, self.connect_timeout) from None
-        self.opened_at = self.last_used = self._loop.time()
+        self.last_used = self._loop.time()
         if self._lost_early:  # closed or dropped right after the handshake
             self.transport_lost()
         elif self._inbox and self._drainer is None:  # frames that came with the handshake's response
@@ -310,7 +310,7 @@ class Connection:
         if proto.closed:
             self._start_close()
         elif self._timer is None:
-            self._arm()  # an armed timer re-arms itself when it fires: no deadline scan per frame
+            self._arm()  # (an armed timer re-arms itself when it fires: the scan runs only while none is armed)
 
     def transport_lost(self) -> None:
         """The server's close frame arrived, or the transport ended: what was queued is handled first, then

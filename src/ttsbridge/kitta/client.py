@@ -159,9 +159,8 @@ class KittaClient:
     # ------------------------------------------------------------------------------------------------- API
 
     def session(self, options: KittaOptions | None = None, *, request_id: str | None = None) -> KittaSession:
-        """Start a session now (connect, authenticate, start in the background).
-
-        See :meth:`connect_session` to wait until it is ready."""
+        """Start a session now (connect, authenticate, start in the background); ``wait_ready`` waits until it
+        is ready."""
         if self._closed:
             raise TTSConnectionError("kitta: client is closed", retryable=False)
         rid = request_id or str(uuid.uuid4())
@@ -176,18 +175,6 @@ class KittaClient:
             raise TTSConnectionError("kitta: client is closed", retryable=False)
         placeholder = f"standby-{uuid.uuid4().hex[:12]}"  # never sent: begin() sets the turn's request_id
         return KittaSession(self, self._new_protocol(placeholder, self._options(options)))
-
-    async def connect_session(
-        self, options: KittaOptions | None = None, *, request_id: str | None = None
-    ) -> KittaSession:
-        """A session that is ``ready`` (for a warm standby); raises its error or a timeout."""
-        session = self.session(options, request_id=request_id)
-        try:
-            await session.wait_ready(self.connect_timeout + self.event_timeout)
-        except BaseException:
-            await session.close()
-            raise
-        return session
 
     def generation(
         self,

@@ -83,7 +83,6 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     units_billed: int = field(default=0, init=False)
     #: Units on ``finish`` (None until finished).
     finish_units: int | None = field(default=None, init=False)
-    audio_bytes: int = field(default=0, init=False)
 
     _text: TextQueue = field(init=False, repr=False)
     _order: AudioOrder = field(default_factory=AudioOrder, init=False, repr=False)
@@ -138,28 +137,13 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     def stop_requested(self) -> bool:
         return self._text.stop_requested
 
-    @property
-    def audio_started(self) -> bool:
-        return self.facts is not None and self.facts.audio_bytes > 0
-
     def has_data_to_send(self) -> bool:
         """Whether :meth:`data_to_send` may return frames (cheap check for the I/O loop)."""
         return not self.terminal and bool(self._auth_frame or self._start_due or self._text.frames)
 
-    @property
-    def buffered_text(self) -> str:
-        return "".join(self._text.buffer)
-
     def can_resume(self) -> bool:
         """True if no segment is part-way delivered (so the rest can be replayed on a new session)."""
         return self._text.segments.can_resume()
-
-    def current(self) -> KittaProtocol:
-        """The turn's live attempt: this protocol, or the last of its successors."""
-        proto = self
-        while proto.successor is not None:
-            proto = proto.successor
-        return proto
 
     def turn_state(self, turn_id: str) -> State | None:
         return self.state if turn_id == self.turn_id else None

@@ -27,7 +27,6 @@ class ServerEvents:
     bit_depth: int | None
     units_billed: int
     finish_units: int | None
-    audio_bytes: int
     close_request: tuple[int, str] | None
     _text: TextQueue
     _order: AudioOrder
@@ -84,7 +83,7 @@ class ServerEvents:
         if event.audio:
             # Received is delivered, even while held for a sequence gap: the server committed (billed) the
             # segment at its first audio frame, so it must never be replayed.
-            self._text.segments.audio(0)
+            self._text.segments.audio()
         self._deliver(self._order.push(event))
 
     def _deliver(self, events: list[AudioEvent]) -> None:
@@ -92,10 +91,8 @@ class ServerEvents:
             return
         assert self.turn_id is not None and self.facts is not None
         for ev in events:
-            if ev.audio:
-                self._text.segments.audio(len(ev.audio))
+            if ev.audio:  # its segment was marked committed when it was received (_on_audio)
                 first = not self.facts.audio_bytes
-                self.audio_bytes += len(ev.audio)
                 self.facts.audio_bytes += len(ev.audio)
                 self._events.append(AudioReceived(self.turn_id, ev.audio, first))
 

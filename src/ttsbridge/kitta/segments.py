@@ -33,7 +33,6 @@ class Segment:
     index: int
     text: str
     status: SegmentStatus = SegmentStatus.PENDING
-    audio_bytes: int = 0
     units: int | None = None
 
 
@@ -52,12 +51,11 @@ class Segments:
                 return seg
         return None
 
-    def audio(self, nbytes: int) -> None:
+    def audio(self) -> None:
         """Audio of the head segment was received (held or delivered): it is committed, never replayed."""
         seg = self.head()
         if seg is not None:
             seg.status = SegmentStatus.DELIVERING
-            seg.audio_bytes += nbytes
 
     def usage(self, units: int) -> None:
         seg = self.head()

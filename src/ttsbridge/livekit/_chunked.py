@@ -40,12 +40,11 @@ class TurnChunkedStream(tts.ChunkedStream):
         if not self._input_text.strip():
             return
         span = current_span()  # LiveKit's tts_request_run span of this attempt
-        record = TurnRecord(
-            owner._turn_provider, sample_rate=owner.sample_rate, overrides=owner._open_turn_kwargs()
-        )
+        overrides = owner._open_turn_kwargs()
+        record = TurnRecord(owner._turn_provider, sample_rate=owner.sample_rate, overrides=overrides)
         record.add_characters(len(self._input_text))
         agen: AsyncIterator[bytes] = owner._turn_provider.synthesize(
-            self._input_text, sample_rate=owner.sample_rate, **owner._open_turn_kwargs()
+            self._input_text, sample_rate=owner.sample_rate, **overrides
         ).__aiter__()
         pushed = [False]  # audio reached the emitter (then LiveKit must not retry)
         try:

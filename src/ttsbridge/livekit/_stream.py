@@ -147,10 +147,11 @@ class _Attempt:
     async def _open(self) -> Turn:
         owner, stream = self.owner, self.stream
         provider = owner._turn_provider
-        self.record = TurnRecord(provider, sample_rate=owner.sample_rate, overrides=owner._open_turn_kwargs())
+        overrides = owner._open_turn_kwargs()
+        self.record = TurnRecord(provider, sample_rate=owner.sample_rate, overrides=overrides)
         started = time.perf_counter()
         opened = await within(
-            provider.open_turn(sample_rate=owner.sample_rate, **owner._open_turn_kwargs()),
+            provider.open_turn(sample_rate=owner.sample_rate, **overrides),
             self.timeout,
             discard=lambda t: t.cancel(),
         )

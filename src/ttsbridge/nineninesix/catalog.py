@@ -72,7 +72,8 @@ ERROR_CATALOG: dict[str, ErrorEffect] = {
 }
 
 
-def _retryable_status(status: int) -> bool:
+def retryable_status(status: int) -> bool:
+    """Whether a request that failed with HTTP ``status`` may be retried (5xx, 408, 429)."""
     return status >= 500 or status in (408, 429)
 
 
@@ -83,7 +84,7 @@ def effect_of(error_code: str, status_code: int | None) -> ErrorEffect:
         return known
     status = status_code or 500
     # An unknown error is assumed to close the socket: the safe reading (the next turn reconnects).
-    return ErrorEffect(status, True, _retryable_status(status), status in (401, 402, 403), "unknown error")
+    return ErrorEffect(status, True, retryable_status(status), status in (401, 402, 403), "unknown error")
 
 
 def api_error(msg: ErrorMessage) -> TTSAPIError:
@@ -120,7 +121,7 @@ def handshake_error(status: int, body: bytes, api_key: str) -> TTSBridgeError:
         provider=PROVIDER,
         error_code=code,
         status_code=status,
-        retryable=_retryable_status(status),
+        retryable=retryable_status(status),
         closes_connection=True,
     )
 

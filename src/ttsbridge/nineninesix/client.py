@@ -74,11 +74,6 @@ class NineninesixContext:
         return self.facts.chars
 
     @property
-    def requests_sent(self) -> int:
-        """Frames of this context handed to the socket (0: the server cannot have heard of it)."""
-        return self.facts.frames_sent
-
-    @property
     def audio_bytes(self) -> int:
         return self.facts.audio_bytes
 
@@ -132,11 +127,11 @@ class NineninesixContext:
     async def _iterate(self) -> AsyncIterator[bytes]:
         stream, facts = self._stream, self.facts
         try:
-            while True:
-                if self.done and not stream.pending():  # cancelled, or iterated again after its end
-                    if facts.error is not None and not facts.cancel_requested:
-                        raise facts.error
-                    return
+            if self.done and not stream.pending():  # cancelled, or iterated again after its end
+                if facts.error is not None and not facts.cancel_requested:
+                    raise facts.error
+                return
+            while True:  # (a cancel puts its stop on the stream; an end comes with its event queued)
                 ev = await stream.get()
                 if type(ev) is AudioReceived:
                     yield ev.pcm
@@ -186,10 +181,6 @@ class NineninesixConnection(Connection):
     def contexts(self) -> dict[str, object]:
         """The contexts on this connection someone still reads (their streams, by id)."""
         return self.sinks  # type: ignore[return-value]
-
-    @property
-    def dead(self) -> bool:
-        return self.closed
 
     def usable(self) -> bool:
         return self.writable()

@@ -25,7 +25,7 @@ from ttsbridge.errors import (
     TTSInvalidOptionError,
     TTSTimeoutError,
 )
-from ttsbridge.nineninesix.catalog import PROVIDER, derive_urls, resolve_api_key
+from ttsbridge.nineninesix.catalog import PROVIDER, derive_urls, resolve_api_key, retryable_status
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
     MODELS,
@@ -35,8 +35,6 @@ from ttsbridge.nineninesix.models import (
 )
 
 logger = logging.getLogger("ttsbridge.nineninesix")
-
-_RETRYABLE_STATUS = (429, 502, 503, 504)
 
 
 class NineninesixHTTP:
@@ -297,7 +295,7 @@ def _error_from_body(body: dict[str, Any], status: int, retry_after: float | Non
         provider=PROVIDER,
         error_code=code,
         status_code=status,
-        retryable=status in _RETRYABLE_STATUS or status >= 500 or status == 408,
+        retryable=retryable_status(status),
         request_id=body.get("request_id"),
         retry_after=retry_after,
     )

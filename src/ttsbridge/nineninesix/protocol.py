@@ -48,6 +48,7 @@ from ttsbridge.nineninesix.frames import (
 )
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
+    CancelRequest,
     DoneMessage,
     ErrorMessage,
     GenerationRequest,
@@ -63,7 +64,7 @@ _ANSWER_OWED = (ContextState.CANCELLING, ContextState.FAILING)  # our cancel is 
 
 
 def _cancel_frame(context_id: str) -> str:
-    return json.dumps({"context_id": context_id, "cancel": True}, separators=(",", ":"))
+    return json.dumps(CancelRequest(context_id=context_id).to_wire(), separators=(",", ":"))
 
 
 class NineninesixProtocol(TurnProtocol):
@@ -296,10 +297,9 @@ class NineninesixProtocol(TurnProtocol):
             # The API sends only JSON text frames; we cannot tell which turn this one was meant for.
             return self.fail_connection(malformed("server", f"not a JSON object ({len(frame)} chars)"))
         kind = raw.get("type")
-        problem = context_id_problem(raw)
-        if problem is not None:
-            return self.fail_connection(malformed(str(kind or "server"), problem))
         cid: str | None = raw.get("context_id")
+        if cid is not None and type(cid) is not str:
+            return self.fail_connection(malformed(str(kind or "server"), context_id_problem(raw) or ""))
         if kind == "chunk" or (kind is None and "data" in raw and not raw.get("done")):
             # the hot path (every audio frame): the two fields we use, checked by hand, no model validation
             return self._on_chunk(cid, raw.get("data"), now)

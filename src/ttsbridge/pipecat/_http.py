@@ -37,9 +37,6 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
     Settings = TTSSettings
     _settings: TTSSettings
 
-    #: Whether TOKEN mode coalesces tokens into clauses, one request per clause.
-    coalesce_tokens: ClassVar[bool] = True
-
     pipecat_defaults: ClassVar[dict[str, Any]] = {"push_stop_frames": True}
 
     def __init__(self, **kwargs: Any) -> None:

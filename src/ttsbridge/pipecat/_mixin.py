@@ -71,7 +71,9 @@ class _TurnServiceMixin:
         "language": "language",
     }
 
-    #: Whether TOKEN mode coalesces tokens into clauses (see :meth:`_coalesce_at_aggregation`).
+    #: Whether TOKEN mode coalesces tokens into clauses before filters, transforms and ``Turn.send``, one
+    #: request per clause (both providers render every send as a unit of its own: a Nineninesix transcript, a
+    #: flushed Kitta segment); see :meth:`_coalesce_at_aggregation`.
     coalesce_tokens: ClassVar[bool] = True
     #: Pipecat ``TTSService`` arguments each service defaults differently (``push_stop_frames``...).
     pipecat_defaults: ClassVar[dict[str, Any]] = {}

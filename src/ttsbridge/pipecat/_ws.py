@@ -48,9 +48,6 @@ class TurnTTSService(_TurnAudioService):
     Settings = TTSSettings
     _settings: TTSSettings
 
-    #: Whether TOKEN mode coalesces tokens into clauses before filters, transforms and ``Turn.send`` (both
-    #: providers render every send as a unit of its own: a Nineninesix transcript, a flushed Kitta segment).
-    coalesce_tokens: ClassVar[bool] = True
     pipecat_defaults: ClassVar[dict[str, Any]] = {
         "push_stop_frames": False,  # the reader pushes a turn's TTSStoppedFrame behind its audio
         "pause_frame_processing": False,
@@ -158,7 +155,6 @@ class TurnTTSService(_TurnAudioService):
             return
         if opened:  # after the first request is out: the turn's audio waits in its stream until read
             self._start_reader(state)
-        await self.start_tts_usage_metrics(text)
         yield None
 
     async def _start_turn(self, context_id: str) -> _TurnState | None:

@@ -30,7 +30,6 @@ from ttsbridge.pipecat._ws import TurnTTSService
 __all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings"]
 
 
-
 @dataclass
 class NineninesixTTSSettings(TTSSettings):
     """Runtime-updatable settings of the Nineninesix services (``TTSUpdateSettingsFrame(delta=...)``).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -28,7 +28,6 @@ class Endpoint:
         self.used_request_ids: dict[str, set[str]] = {}
         self.marker_hits: dict[str, int] = {}
         self.active = 0
-        self.sessions: set[Session] = set()
 
     @property
     def config(self) -> KittaConfig:
@@ -50,12 +49,6 @@ class Endpoint:
             return False
         self.marker_hits[key] = hits + 1
         return True
-
-    async def voice_ok(self, voice_id: str) -> bool:
-        return voice_id in self.emulator.voices
-
-    async def synthesize(self, voice_id: str, text: str, sample_rate: int) -> bytes:
-        return await self.emulator.voices.synthesize(voice_id, text, sample_rate)
 
     # ---------------------------------------------------------------------------------------------- handler
 
@@ -80,7 +73,6 @@ class Endpoint:
         session = Session(self, request, ws, header_key)
         self.active += 1
         stats.open = self.active
-        self.sessions.add(session)
         self.emulator.register_connection(session)
         self.notify()
         try:
@@ -88,7 +80,6 @@ class Endpoint:
         finally:
             self.active -= 1
             stats.open = self.active
-            self.sessions.discard(session)
             self.emulator.unregister_connection(session)
             self.notify()
         return ws
@@ -139,18 +130,7 @@ class Endpoint:
         return web.json_response({"error": code, "message": message}, status=status, headers=headers)
 
 
-ENDPOINT_KEY: Final = web.AppKey("kitta_endpoint", Endpoint)
-
-
 def setup_kitta_routes(app: web.Application, emulator: Emulator) -> None:
     """Add ``/v2/tts/live`` to the emulator's app (``emulator.config.kitta`` its knobs, ``emulator.stats.kitta``
     its counters)."""
-    endpoint = Endpoint(emulator)
-    app[ENDPOINT_KEY] = endpoint
-    app.router.add_get(KITTA_PATH, endpoint.handle)
-
-    async def _close_sessions(_app: web.Application) -> None:
-        for session in list(endpoint.sessions):
-            await session.close(1001, "server shutdown")
-
-    app.on_shutdown.append(_close_sessions)
+    app.router.add_get(KITTA_PATH, Endpoint(emulator).handle)

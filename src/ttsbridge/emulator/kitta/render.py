@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ttsbridge.emulator.encoders import StreamEncoder, open_encoder
+from ttsbridge.emulator.encoders import StreamEncoder
 from ttsbridge.emulator.kitta.config import CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_POLICY
 from ttsbridge.emulator.kitta.faults import KittaFault
 from ttsbridge.emulator.kitta.stats import KittaStats
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 
 @dataclass
 class Segment:
-    index: int
     text: str  # markers removed
     units: int
     faults: list[KittaFault]
@@ -38,6 +37,7 @@ class Renderer:
     format: str
     sample_rate: int
     encoder: StreamEncoder | None
+    audio_fields: dict[str, Any]
     queue: asyncio.Queue[Any]
     seq: int
     busy: bool
@@ -92,12 +92,10 @@ class Renderer:
             self.stats.segments_refunded += 1
             self.ep.notify()
 
-    def _audio_fields(self) -> dict[str, Any]:
-        """``sample_rate``/``channels`` (+ ``bit_depth`` for the PCM formats) of ``ready`` and ``audio``."""
-        fields: dict[str, Any] = {"sample_rate": self.sample_rate, "channels": 1}
-        if self.format in ("pcm", "wav"):
-            fields["bit_depth"] = 16
-        return fields
+    def _commit(self, seg: Segment) -> None:
+        seg.committed = True
+        self.units_committed += seg.units
+        self.stats.units_committed += seg.units
 
     async def _send_audio(self, seg: Segment, data: bytes, after: list[KittaFault]) -> bool:
         """One ``audio`` frame; commits the segment at its first frame. False if an after-audio fault ended
@@ -108,7 +106,7 @@ class Renderer:
                 "request_id": self.request_id,
                 "seq": self.seq,
                 "audio": data,
-                **self._audio_fields(),
+                **self.audio_fields,
             }
         )
         self.seq += 1
@@ -117,9 +115,7 @@ class Renderer:
             self.stats.timings.mark_chunk(self.request_id)
         self.ep.notify()
         if not seg.committed:
-            seg.committed = True
-            self.units_committed += seg.units
-            self.stats.units_committed += seg.units
+            self._commit(seg)
             if after:
                 await self._apply(after[0])
                 return False
@@ -128,7 +124,8 @@ class Renderer:
     async def _stream(self, seg: Segment, pcm: bytes, after: list[KittaFault]) -> bool:
         """Encode ``pcm`` frame by frame, send what the encoder yields, flush it at the segment's end."""
         cfg = self.ep.config
-        encoder = self.encoder or open_encoder("pcm", self.sample_rate)
+        assert self.encoder is not None  # opened at start, before the worker
+        encoder = self.encoder
         step = max(2, int(self.sample_rate * cfg.chunk_ms / 1000.0) * 2)
         for offset in range(0, len(pcm), step):
             frame = pcm[offset : offset + step]
@@ -151,16 +148,15 @@ class Renderer:
                 self._refund(seg)
                 await self._apply(before[0])
                 return False
-            pcm = await self.ep.synthesize(self.voice_id, seg.text, self.sample_rate) if seg.text else b""
+            voices = self.ep.emulator.voices
+            pcm = await voices.synthesize(self.voice_id, seg.text, self.sample_rate) if seg.text else b""
             if cfg.first_chunk_latency_s + delay > 0:
                 await asyncio.sleep(cfg.first_chunk_latency_s + delay)
             if not await self._stream(seg, pcm, after):
                 return False
             if not pcm and seg.units:
                 # nothing to say (e.g. punctuation only): generated, committed with its units
-                seg.committed = True
-                self.units_committed += seg.units
-                self.stats.units_committed += seg.units
+                self._commit(seg)
             await self.send(
                 {
                     "event": "usage",

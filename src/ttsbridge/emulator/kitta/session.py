@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgpack
 from aiohttp import WSMsgType, web
@@ -40,6 +41,7 @@ class Session(Renderer):
         self.voice_id = ""
         self.format = "pcm"
         self.encoder: StreamEncoder | None = None
+        self.audio_fields: dict[str, Any] = {}  # set at start
         self.sample_rate = self.cfg.sample_rate
         self.buffer: list[str] = []
         self.buffer_chars = 0
@@ -49,7 +51,6 @@ class Session(Renderer):
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
         self.seq = 0
-        self.segments = 0
         self.session_fault: KittaFault | None = None
         self.send_lock = asyncio.Lock()
         self.closing = False
@@ -182,18 +183,12 @@ class Session(Renderer):
         if not isinstance(obj, dict) or not isinstance(obj.get("event"), str):
             raise SessionError("invalid_message", "frame must be a map with a string 'event'")
         event = obj["event"]
-        handler = {
-            "auth": self._on_auth,
-            "start": self._on_start,
-            "text": self._on_text,
-            "flush": self._on_flush,
-            "stop": self._on_stop,
-        }.get(event)
+        handler = self._HANDLERS.get(event)
         if handler is None:
             raise SessionError("invalid_message", f"unknown event {event!r}")
         if self.state == "auth" and event != "auth":
             raise SessionError("unauthorized", "authenticate first (Authorization header or auth frame)")
-        await handler(obj)
+        await handler(self, obj)
 
     @staticmethod
     def _strict(obj: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
@@ -233,6 +228,10 @@ class Session(Renderer):
         self.voice_id = req["voice_id"]
         self.format = req["format"]
         self.encoder = open_encoder(self.format, self.sample_rate)
+        # ``sample_rate``/``channels`` (+ ``bit_depth`` for the PCM formats) of ``ready`` and every ``audio``
+        self.audio_fields = {"sample_rate": self.sample_rate, "channels": 1}
+        if self.format in ("pcm", "wav"):
+            self.audio_fields["bit_depth"] = 16
         self.stats.sessions += 1
         self.stats.request_ids.append(request_id)
         self.stats.events.append((time.monotonic(), "start"))
@@ -251,7 +250,7 @@ class Session(Renderer):
             else:
                 await self._apply(fault)
             return
-        await self.send({"event": "ready", "request_id": request_id, **self._audio_fields()})
+        await self.send({"event": "ready", "request_id": request_id, **self.audio_fields})
         self.worker = asyncio.create_task(self._work(), name=f"kitta-emulator-{request_id}")
 
     async def _validate_request(self, req: dict[str, Any]) -> None:
@@ -276,7 +275,7 @@ class Session(Renderer):
             if name in req and name not in supported:
                 raise SessionError("unsupported_parameter", f"model {model!r} does not support {name!r}")
         check_values(req)
-        if not await self.ep.voice_ok(req["voice_id"]):
+        if req["voice_id"] not in self.ep.emulator.voices:
             raise SessionError("voice_not_found", "voice_id does not exist or does not support this model")
 
     async def _on_text(self, obj: dict[str, Any]) -> None:
@@ -341,9 +340,16 @@ class Session(Renderer):
                 "quota_exceeded", f"the session would exceed {cfg.max_session_units} billable units"
             )
         self.units_reserved += units
-        seg = Segment(index=self.segments, text=text, units=units, faults=faults)
-        self.segments += 1
+        seg = Segment(text=text, units=units, faults=faults)
         self.stats.segments += 1
         self.stats.segment_texts.append(text)
         self.ep.notify()
         self.queue.put_nowait(seg)
+
+    _HANDLERS: ClassVar[dict[str, Callable[[Session, dict[str, Any]], Awaitable[None]]]] = {
+        "auth": _on_auth,
+        "start": _on_start,
+        "text": _on_text,
+        "flush": _on_flush,
+        "stop": _on_stop,
+    }

@@ -172,8 +172,9 @@ class _HttpRender:
 
 
 async def _http_begin(request: web.Request, containers: tuple[str, ...]) -> _HttpRender | web.Response:
-    """The shared start of ``/tts/bytes`` and ``/tts/sse``: key, body, then a concurrency slot and credits.
-    Returns the render, or the error answer to send instead."""
+    """The shared start of ``/tts/bytes`` and ``/tts/sse``: key, body, then a concurrency slot and credits,
+    then an ``error`` fault that fires before any audio (refunded). Returns the render, or the error answer to
+    send instead."""
     if (denied := http_check_key(request)) is not None:
         return denied
     job, err = await _http_parse(request, containers)
@@ -183,6 +184,9 @@ async def _http_begin(request: web.Request, containers: tuple[str, ...]) -> _Htt
     r = _HttpRender(request.app[EMULATOR_KEY], job)
     if (denied := r.begin()) is not None:
         return denied
+    if (answer := r.early_error()) is not None:
+        r.end(refund=True)
+        return answer
     return r
 
 
@@ -201,8 +205,6 @@ async def handle_bytes(request: web.Request) -> web.StreamResponse:
     r, job = begun, begun.job
     refund = True
     try:
-        if (answer := r.early_error()) is not None:
-            return answer
         audio = await r.audio()
         fault = r.fault
         header = _wav_header(job.fmt, len(audio)) if job.fmt.container == "wav" else b""
@@ -238,8 +240,6 @@ async def handle_sse(request: web.Request) -> web.StreamResponse:
     r, job = begun, begun.job
     refund = True
     try:
-        if (answer := r.early_error()) is not None:
-            return answer
         resp = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )

@@ -40,7 +40,6 @@ class Out:
     kind: Literal["frame", "close", "drop", "stop"]
     frame: dict[str, Any] | None = None
     context_id: str | None = None
-    is_chunk: bool = False
     code: int = 1000
     reason: str = ""
 
@@ -81,7 +80,7 @@ class Outbox:
 
     def purge(self, context_id: str) -> int:
         """Drop the queued chunk frames of ``context_id``; return how many."""
-        keep = deque(o for o in self._items if not (o.is_chunk and o.context_id == context_id))
+        keep = deque(o for o in self._items if o.context_id != context_id)
         n = len(self._items) - len(keep)
         self._items = keep
         return n

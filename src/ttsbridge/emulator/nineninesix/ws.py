@@ -50,7 +50,6 @@ class _WSConnection(Renderer):
         self.model_checked = False
         self.closing = False
         self.aborted = False
-        self.last_activity = asyncio.get_running_loop().time()
 
     # -- plumbing
 
@@ -71,9 +70,7 @@ class _WSConnection(Renderer):
         await self._close(code, reason)
 
     async def _send(self, frame: dict[str, Any], *, chunk_of: str | None = None, wait: bool = True) -> None:
-        await self.outbox.put(
-            Out("frame", frame=frame, context_id=chunk_of, is_chunk=chunk_of is not None), wait=wait
-        )
+        await self.outbox.put(Out("frame", frame=frame, context_id=chunk_of), wait=wait)
 
     async def _close(self, code: int, reason: str = "") -> None:
         if self.closing:
@@ -89,9 +86,9 @@ class _WSConnection(Renderer):
                 if out.kind == "frame":
                     assert out.frame is not None
                     await self.ws.send_str(json.dumps(out.frame))
-                    if out.is_chunk:
+                    if out.context_id is not None:
                         stats.chunks_sent += 1
-                        stats.timings.mark_chunk(out.context_id or "")
+                        stats.timings.mark_chunk(out.context_id)
                     elif out.frame.get("type") == "error":
                         stats.errors_sent.append((self.number, out.frame["error_code"]))
                         self.emu.notify()
