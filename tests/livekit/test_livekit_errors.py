@@ -404,3 +404,44 @@ def _tts(key: str, base_url: str) -> tts.TTS:
     return nineninesix.TTS(
         key, base_url=base_url, voice=TONE_VOICE_ID, client_options={"connect_timeout": 2.0}
     )
+
+
+@pytest.mark.parametrize("marker", ["[[error:generation_failed:10]]", "[[drop:10]]"])
+async def test_a_turn_failing_after_audio_still_delivers_every_chunk_received(
+    emu: Emulator, marker: str
+) -> None:
+    # LiveKit's emitter holds back part of a frame (its progressive frame and a 10 ms tail); a stream that
+    # raises would drop it with the emitter. Every chunk the server sent before the failure is delivered.
+    t = make_tts(emu)
+    try:
+        opts = APIConnectOptions(max_retry=0, timeout=5.0)
+        events, err = await stream_until_error(t, f"{S1} {marker}", opts)
+    finally:
+        await t.aclose()
+    assert isinstance(err, APIError) and err.retryable is False
+    sent = emu.stats.chunks_sent * emu.config.chunk_ms / 1000
+    assert emu.stats.chunks_sent >= 10
+    got = duration_of(events)
+    # (+10 ms: LiveKit ends a segment whose audio its flush timer already sent with a 10 ms silent marker)
+    assert sent - 0.002 <= got <= sent + 0.012, (got, sent)
+
+
+async def test_synthesize_cut_after_audio_still_delivers_every_event_received(emu: Emulator) -> None:
+    t = make_tts(emu)
+    events: list[tts.SynthesizedAudio] = []
+
+    async def run() -> None:
+        opts = APIConnectOptions(max_retry=0, timeout=5.0)
+        async with t.synthesize(f"{S1} [[drop:10]]", conn_options=opts) as stream:
+            async for ev in stream:
+                events.append(ev)
+
+    try:
+        with pytest.raises(APIError) as info:
+            await asyncio.wait_for(run(), BOUND)
+    finally:
+        await t.aclose()
+    assert info.value.retryable is False
+    sent = 10 * emu.config.chunk_ms / 1000  # [[drop:10]]: the body is cut after its 10th event
+    got = duration_of(events)
+    assert sent - 0.002 <= got <= sent + 0.012, (got, sent)

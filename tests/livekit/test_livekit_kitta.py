@@ -264,3 +264,21 @@ async def test_text_over_the_per_event_limit_is_split_and_spoken_whole(emu: Emul
         await t.aclose()
     assert "text_too_long" not in emu.stats.kitta_errors
     assert duration_of(events) == pytest.approx(tone_len(long_text), rel=0.02)
+
+
+@pytest.mark.parametrize("rate", [24000, 16000])
+async def test_an_error_after_audio_still_delivers_every_frame_received(emu: Emulator, rate: int) -> None:
+    # LiveKit's emitter (and at 16 kHz our resampler) holds part of what was received when the turn fails:
+    # it is delivered before the error, not dropped.
+    t = make_kitta(emu, standby=False, sample_rate=rate)
+    try:
+        opts = APIConnectOptions(max_retry=0, timeout=5.0)
+        events, err = await stream_until_error(t, f"{S1} [[kitta:error_after_audio]]", opts)
+    finally:
+        await t.aclose()
+    assert err.retryable is False
+    sent = emu.stats.kitta_audio_frames * emu.config.kitta.chunk_ms / 1000
+    assert emu.stats.kitta_audio_frames >= 1
+    got = sum(e.frame.duration for e in events)
+    # (+10 ms: LiveKit ends a segment whose audio its flush timer already sent with a 10 ms silent marker)
+    assert sent - 0.002 <= got <= sent + 0.012, (got, sent)

@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import cast
 
 from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.errors import TTSBridgeError
 from ttsbridge.kitta.client import KittaAudio, KittaGeneration
 from ttsbridge.kitta.protocol import SegmentStatus
 from ttsbridge.policy.usage import TurnEnd, TurnUsage
@@ -65,17 +66,24 @@ class KittaTurn(Turn):
         gen = self._gen
         # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
         async with contextlib.aclosing(cast("AsyncGenerator[KittaAudio, None]", gen.__aiter__())) as chunks:
-            async for chunk in chunks:
-                resampler = self._resampler
-                if resampler is None or resampler.in_rate != chunk.sample_rate:
-                    if resampler is not None:  # a retry landed on a session with another rate
-                        tail = resampler.flush()
-                        if tail and not gen.cancelled:
-                            yield tail
-                    resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
-                pcm = resampler.process(chunk.pcm)
-                if pcm and not gen.cancelled:
-                    yield pcm
+            try:
+                async for chunk in chunks:
+                    resampler = self._resampler
+                    if resampler is None or resampler.in_rate != chunk.sample_rate:
+                        if resampler is not None:  # a retry landed on a session with another rate
+                            tail = resampler.flush()
+                            if tail and not gen.cancelled:
+                                yield tail
+                        resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
+                    pcm = resampler.process(chunk.pcm)
+                    if pcm and not gen.cancelled:
+                        yield pcm
+            except TTSBridgeError:  # the generation failed (its retries are its own): the audio received
+                if self._resampler is not None and not gen.cancelled:  # before the failure, all of it
+                    tail = self._resampler.flush()
+                    if tail:
+                        yield tail
+                raise
         if gen.finished and self._resampler is not None:
             tail = self._resampler.flush()
             if tail and not gen.cancelled:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from livekit.agents import APIConnectOptions, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
-from ttsbridge.livekit._waits import within
+from ttsbridge.livekit._waits import deliver_held_audio, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
@@ -62,6 +62,8 @@ class TurnChunkedStream(tts.ChunkedStream):
                 owner._redact(err),
                 extra={"request_id": request_id},
             )
+            if pushed[0]:  # what the emitter holds of the audio received goes out before the error
+                await deliver_held_audio(output_emitter, max(self._conn_options.timeout, 1.0))
             raise err from None
         finally:
             record.apply(span, LIVEKIT_NAMES)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
-from ttsbridge.livekit._waits import Watchdog, supervise, within
+from ttsbridge.livekit._waits import Watchdog, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.chunks import joiner
 from ttsbridge.policy.words import TimedWord, WordClock
@@ -76,6 +76,7 @@ class _Attempt:
 
     async def run(self) -> None:
         owner = self.owner
+        failed = False
         input_t = asyncio.create_task(self._input_task(), name="TurnSynthesizeStream.input")
         send_t = asyncio.create_task(self._send_task(), name="TurnSynthesizeStream.send")
         recv_t = asyncio.create_task(self._recv_task(), name="TurnSynthesizeStream.recv")
@@ -84,6 +85,7 @@ class _Attempt:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            failed = True
             if self.record is not None:
                 self.record.failed(exc)
             err = to_api_error(exc, audio_pushed=self.audio, secrets=owner._secrets)
@@ -100,6 +102,8 @@ class _Attempt:
             self._trace()
             await self.sentences.aclose()
             await utils.aio.gracefully_cancel(input_t, send_t, recv_t)
+            if failed and self.audio:  # (a cancellation, barge-in, wants none of it)
+                await deliver_held_audio(self.emitter, max(self.timeout, 1.0))
             await self._cancel_turn()  # a turn whose opening completed while the tasks were being stopped
             self._trace()
             if self.turn is not None:

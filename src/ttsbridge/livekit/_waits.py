@@ -1,5 +1,6 @@
 """Bounded waits of the LiveKit streams: when the server owes audio (:class:`Watchdog`), a cancel-safe
-``wait_for`` (:func:`within`), and the supervisor of a stream's three tasks (:func:`supervise`)."""
+``wait_for`` (:func:`within`), the supervisor of a stream's three tasks (:func:`supervise`), and the bounded
+hand-over of the audio an emitter still holds when a stream fails (:func:`deliver_held_audio`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from livekit.agents import utils
+from livekit.agents import tts, utils
 
 from ttsbridge.errors import TTSTimeoutError
 
-__all__ = ["Watchdog", "supervise", "within"]
+__all__ = ["Watchdog", "deliver_held_audio", "supervise", "within"]
 
 
 class Watchdog:
@@ -135,3 +136,13 @@ async def supervise(
         live = {t for t in tasks if not t.done()}
         if live:
             await asyncio.wait(live, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED)
+
+
+async def deliver_held_audio(emitter: tts.AudioEmitter, timeout: float) -> None:
+    """A stream that fails after audio: what LiveKit's emitter still holds of the audio already received (its
+    progressive frame, up to ``frame_size_ms``, and a 10 ms tail) goes downstream before the error is raised.
+    LiveKit would drop it with the emitter, and the user would miss the end of what the server did send.
+    Bounded by ``timeout``; a cancellation still propagates."""
+    with contextlib.suppress(Exception):
+        emitter.end_input()
+        await asyncio.wait_for(emitter.join(), timeout)

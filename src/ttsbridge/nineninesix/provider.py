@@ -243,6 +243,9 @@ class NineninesixTurn(Turn):
                         return  # the caller cancelled the turn: whatever failed, it wants no more of it
                     if not self._retry_possible(exc, ctx):
                         self._done = True
+                        tail = self._resampler.flush()  # the audio received before the failure, all of it
+                        if tail:
+                            yield tail
                         raise
                     failure = exc
                 try:
@@ -381,12 +384,18 @@ class NineninesixTurnProvider(TurnProvider):
             return
         fmt = opts.output_format(sample_rate)
         resampler = StreamResampler(fmt.sample_rate, sample_rate)
-        async for pcm in self.http.tts_sse(
-            text, fmt, model=opts.model, voice=opts.voice, language=opts.language
-        ):
-            out = resampler.process(pcm)
-            if out:
-                yield out
+        try:
+            async for pcm in self.http.tts_sse(
+                text, fmt, model=opts.model, voice=opts.voice, language=opts.language
+            ):
+                out = resampler.process(pcm)
+                if out:
+                    yield out
+        except TTSBridgeError:  # cut short: the audio received before the failure, all of it
+            tail = resampler.flush()
+            if tail:
+                yield tail
+            raise
         tail = resampler.flush()
         if tail:
             yield tail
