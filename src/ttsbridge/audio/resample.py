@@ -190,6 +190,8 @@ class StreamResampler:
 
     def process(self, pcm: bytes | bytearray | memoryview) -> bytes:
         """Resample one chunk of a turn; returns whole PCM16 samples (possibly ``b""``)."""
+        if self._stream is None and not self._carry and type(pcm) is bytes and not len(pcm) & 1:
+            return pcm  # passthrough of whole samples (every chunk at the wire's own rate): no copy
         data = self._whole_samples(pcm)
         if self._stream is None:
             return bytes(data)
