@@ -229,7 +229,7 @@ def fmt_row(label: str, r: Result) -> str:
         f"  {label:<5} p50 {pct(xs, 50):7.1f}  p95 {pct(xs, 95):7.1f}  p99 {pct(xs, 99):7.1f} ms   "
         f"CPU {cpu:.4f} s/audio s   {r.turns} turns, {missing}\n"
         f"        legs p50: text in -> server request {pct(r.out_ms, 50):.1f} ms, "
-        f"server chunk -> audio out {pct(r.in_ms, 50):.1f} ms"
+        f"server chunk -> audio out {pct(r.in_ms, 50):.1f} ms; p95 {pct(r.out_ms, 95):.1f} / {pct(r.in_ms, 95):.1f} ms"
     )
 
 
