@@ -21,7 +21,8 @@ What the base guarantees, whatever the provider:
   turn tries again); the rest of its text is dropped, and never reaches the LLM context as if it had been
   spoken;
 * word-level ``TTSTextFrame``\\ s are emitted as the audio that carries them is pushed (see
-  :mod:`ttsbridge.policy.words`), so an interrupted assistant message ends near where playback stopped.
+  :mod:`ttsbridge.policy.words`), so an interrupted assistant message ends near where playback stopped
+  (``word_timestamps=False``: none; Pipecat commits a turn's text whole once its audio has played).
 """
 
 from __future__ import annotations
@@ -86,8 +87,14 @@ class _TurnServiceMixin:
         secrets: Sequence[str | None] = (),
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         coalesce_tokens: bool | None = None,
+        word_timestamps: bool = True,
         **kwargs: Any,
     ) -> None:
+        if not isinstance(word_timestamps, bool):
+            raise TTSInvalidOptionError("word_timestamps", word_timestamps, "True or False")
+        #: False: no word-level TTSTextFrames (Pipecat commits each turn's text whole when its audio context
+        #: has played; an interrupted turn's text is not committed). Saves Pipecat's per-word work.
+        self._word_timestamps = word_timestamps
         self._provider = provider
         self._secrets = tuple(s for s in secrets if s)
         self._speech_rate = SpeechRate(chars_per_second)
@@ -260,7 +267,7 @@ class _TurnServiceMixin:
             await self._end_failed_audio_context(context_id)
 
     async def _push_words(self, clock: WordClock, words: list[TimedWord], context_id: str) -> None:
-        if not words:
+        if not words or not self._word_timestamps:
             return
         if clock.unspaced:
             # CJK / Thai: units are characters that carry their own spacing (as Pipecat's Cartesia service).

@@ -9,7 +9,8 @@ over and its audio context has finished playing (or was interrupted), when the b
 
 Characters heard are counted here: the words the service timed (``add_word_timestamps``) are heard when
 Pipecat plays them out of the audio context (``_add_word_timestamps``, in playback order); an interruption
-drops the rest.
+drops the rest. With ``word_timestamps=False`` no word is played: a context played to its end counts every
+word timed for it, an interrupted one none (as Pipecat then commits the whole text, or nothing).
 """
 
 from __future__ import annotations
@@ -85,16 +86,21 @@ class TurnUsageMixin:
 
     async def on_audio_context_completed(self, context_id: str) -> None:
         await super().on_audio_context_completed(context_id)  # type: ignore[misc]
-        await self._playback_over(context_id)
+        await self._playback_over(context_id, completed=True)
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:
         await super().on_audio_context_interrupted(context_id)  # type: ignore[misc]
-        await self._playback_over(context_id)
+        await self._playback_over(context_id, completed=False)
 
-    async def _playback_over(self, context_id: str) -> None:
+    async def _playback_over(self, context_id: str, *, completed: bool) -> None:
         ledger = self._ledgers.get(context_id)
         if ledger is not None:
             ledger.playback_over = True
+            if completed and not self._word_timestamps:  # type: ignore[attr-defined]
+                # No word events were played: a context played to its end was heard whole (what Pipecat
+                # commits to the LLM context then); an interrupted one counts nothing, as nothing is committed.
+                for word in ledger.words:
+                    ledger.turn.note_heard(len(word.text))
             ledger.words.clear()  # an interruption dropped them; a completed context played them all
             await self._report_usage(context_id)
 
