@@ -28,7 +28,7 @@ connection (LiveKit: ``prewarm()``): deltas of this process's RSS and Python hea
                                    [--first-chunk-latency 0]
 
 Scenarios: ``c1`` (one stream: no other stream's work in the way; not in ``all``), ``c4`` (4 streams, unpaced server), ``c50`` (50, unpaced), ``c200`` (200, server paced at real
-time), ``mulaw`` (8 kHz μ-law, 4 streams), ``r24`` / ``r48`` (24 / 48 kHz out, 4 streams; the peers get no audio
+time), ``c100`` (100, paced: a load the LiveKit peer survives whole; not in ``all``), ``mulaw`` (8 kHz μ-law, 4 streams), ``r24`` / ``r48`` (24 / 48 kHz out, 4 streams; the peers get no audio
 at those rates from a spec-exact server, so the peer runs at 16 kHz in the same rounds as the reference).
 No assertions about speed.
 """
@@ -52,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_peers import EmulatorProcess, emulator_process
-from overhead_systems import LEVELS, LiveKitStreams, PipecatStreams, Scenario, Streams, Turn, now
+from overhead_systems import LEVELS, OURS_KWARGS, LiveKitStreams, PipecatStreams, Scenario, Streams, Turn, now
 
 TAG = re.compile(r"\b(\d{7})\b")
 
@@ -66,6 +66,7 @@ SCENARIOS = {
     "c1": Scenario("16 kHz, 1 stream, unpaced", 1, 16000),
     "c4": Scenario("16 kHz, 4 streams, unpaced", 4, 16000),
     "c50": Scenario("16 kHz, 50 streams, unpaced", 50, 16000),
+    "c100": Scenario("16 kHz, 100 streams, paced 1x", 100, 16000, paced=True),
     "c200": Scenario("16 kHz, 200 streams, paced 1x", 200, 16000, paced=True),
     "mulaw": Scenario("8 kHz mu-law, 4 streams, unpaced", 4, 8000, "pcm_mulaw"),
     "r24": Scenario("24 kHz out, 4 streams, unpaced", 4, 24000, peer_rate=16000),
@@ -261,15 +262,18 @@ def report(level: str, key: str, sc: Scenario, res: dict[str, Result]) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     keys = (
-        [k for k in SCENARIOS if k != "c1"]
+        [k for k in SCENARIOS if k not in ("c1", "c100")]
         if args.scenarios == "all"
         else [k.strip() for k in args.scenarios.split(",")]
     )
+    if args.ours_no_words:
+        OURS_KWARGS["word_timestamps"] = False
     t0 = now()
     print(
-        f"TTFA overhead = (first audio out - text in) - (server first chunk - server first request); "
+        ("ours: word_timestamps=False\n" if args.ours_no_words else "")
+        + f"TTFA overhead = (first audio out - text in) - (server first chunk - server first request); "
         f"emulator in its own process, zero added RTT, first chunk latency {args.first_chunk_latency * 1000:.0f}"
-        f" ms; {args.warmup} warm-up turn(s) per stream; rounds {args.rounds} (c200: {args.rounds_200})\n",
+        f" ms; {args.warmup} warm-up turn(s) per stream; rounds {args.rounds} (c100, c200: {args.rounds_200})\n",
         flush=True,
     )
     for level in [x.strip() for x in args.levels.split(",") if x.strip()]:
@@ -277,7 +281,7 @@ async def main(args: argparse.Namespace) -> None:
         for key in keys:
             sc = SCENARIOS[key]
             t1 = now()
-            rounds = args.rounds_200 if key == "c200" else args.rounds
+            rounds = args.rounds_200 if key in ("c100", "c200") else args.rounds
             done[key] = await scenario(level, sc, rounds, args)
             report(level, key, sc, done[key])
             print(f"[{level}/{key} in {now() - t1:.0f} s]", file=sys.stderr, flush=True)
@@ -303,6 +307,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--scenarios", default="all", help=f"comma list of {', '.join(SCENARIOS)} or all")
     ap.add_argument("--first-chunk-latency", type=float, default=0.0, help="emulator: seconds to first chunk")
     ap.add_argument("--rss-streams", type=int, default=20, help="instances for the RSS deltas (0: skip)")
+    ap.add_argument(
+        "--ours-no-words",
+        action="store_true",
+        help="ours with word_timestamps=False (no estimated word timing; the peers get none from this server)",
+    )
     ap.add_argument("--log-level", default="CRITICAL")
     return ap.parse_args(argv)
 

@@ -19,6 +19,10 @@ from ttsbridge.emulator import TONE_VOICE_ID
 
 TURN_BOUND = 30.0  # one turn of one stream, end to end
 
+#: Extra keyword arguments for "ours" (both levels), e.g. ``{"word_timestamps": False}`` (bench_overhead's
+#: ``--ours-no-words``). The peers take none.
+OURS_KWARGS: dict[str, Any] = {}
+
 
 def now() -> float:
     return time.perf_counter()
@@ -84,6 +88,7 @@ class PipecatStreams(Streams):
             base_url=self.emu.base_url,
             encoding=self.sc.encoding,
             settings=NineninesixTTSService.Settings(voice=TONE_VOICE_ID),
+            **OURS_KWARGS,
         )
 
     async def start(self, n: int) -> None:
@@ -224,6 +229,7 @@ class LiveKitStreams(Streams):
             sample_rate=self.sc.rate,
             encoding=self.sc.encoding,  # type: ignore[arg-type]
             http_session=self._http,
+            **OURS_KWARGS,
         )
 
     async def start(self, n: int) -> None:
