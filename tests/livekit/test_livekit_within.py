@@ -68,3 +68,57 @@ async def test_a_cancellation_swallowed_by_the_opening_is_honoured_and_its_resul
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5.0)
     assert discarded == ["turn"]
+
+
+# --- deliver_held_audio: a failed stream's held audio, never on a cancellation -----------------------------------
+
+
+def _emitter() -> tuple[object, object]:
+    from livekit.agents import tts, utils
+
+    dst: utils.aio.Chan[tts.SynthesizedAudio] = utils.aio.Chan()
+    emitter = tts.AudioEmitter(label="test", dst_ch=dst)
+    emitter.initialize(request_id="r", sample_rate=16000, num_channels=1, mime_type="audio/pcm", stream=True)
+    emitter.start_segment(segment_id="s")
+    emitter.push(b"\x01\x00" * 1600)  # 100 ms: LiveKit holds part of it back until the input ends
+    return emitter, dst
+
+
+def _final_frames(dst: object) -> list[object]:
+    out = []
+    while True:
+        try:
+            ev = dst.recv_nowait()  # type: ignore[attr-defined]
+        except Exception:
+            return out
+        if ev.is_final:
+            out.append(ev)
+
+
+async def test_held_audio_is_delivered_when_a_stream_fails() -> None:
+    from ttsbridge.livekit._waits import deliver_held_audio
+
+    emitter, dst = _emitter()
+    await asyncio.wait_for(deliver_held_audio(emitter, 1.0), 5.0)  # type: ignore[arg-type]
+    assert len(_final_frames(dst)) == 1, "the input was ended and the emitter flushed to its final frame"
+    await emitter.aclose()  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is 3.11+")
+async def test_no_held_audio_once_the_stream_is_being_cancelled_even_if_the_cancel_was_swallowed() -> None:
+    from ttsbridge.livekit._waits import cancel_pending, deliver_held_audio
+
+    emitter, dst = _emitter()
+
+    async def failed_stream_being_closed() -> bool:
+        asyncio.current_task().cancel()  # type: ignore[union-attr]  # aclose() of the stream...
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            pass  # ...swallowed on the way (as asyncio.wait_for can, on 3.11)
+        await deliver_held_audio(emitter, 1.0)  # type: ignore[arg-type]
+        return cancel_pending()
+
+    assert await asyncio.wait_for(asyncio.create_task(failed_stream_being_closed()), 5.0) is True
+    assert _final_frames(dst) == [], "a barge-in gets nothing more"
+    await emitter.aclose()  # type: ignore[attr-defined]

@@ -79,3 +79,20 @@ def test_word_timestamps_must_be_a_bool(value: object) -> None:
         make_tts(Emulator(), word_timestamps=value)
     assert info.value.field == "word_timestamps"
     assert "True or False" in str(info.value)
+
+
+async def test_a_turn_failing_after_audio_commits_nothing_and_hears_nothing(emu: Emulator) -> None:
+    tts = make_tts(emu, word_timestamps=False)
+    usages = collect(tts)
+    probe, context = Probe(), LLMContext()
+    turn = llm_turn(S1, f"{S2} [[error:generation_failed:5]]", S3)
+    _, up = await run(pipeline(tts, probe, LLMAssistantAggregator(context)), turn)
+
+    assert errors_of(up)
+    assert audio_of(probe.frames), "the failure came after some audio"
+    assert not any(m.strip() for m in assistant_messages(context))
+    [usage] = usages
+    assert usage.ended is TurnEnd.FAILED
+    assert usage.characters_heard == 0, (
+        "nothing of a failed turn reaches the context: nothing counts as heard"
+    )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
-from ttsbridge.livekit._waits import Watchdog, deliver_held_audio, supervise, within
+from ttsbridge.livekit._waits import Watchdog, cancel_pending, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.chunks import joiner
 from ttsbridge.policy.words import TimedWord, WordClock
@@ -108,6 +108,8 @@ class _Attempt:
             self._trace()
             if self.turn is not None:
                 owner._report_usage(self.request_id, self.turn.usage)
+            if failed and cancel_pending():  # closed while the failure was being cleaned up: a cancellation
+                raise asyncio.CancelledError
 
     async def _cancel_turn(self) -> None:
         turn = self.turn

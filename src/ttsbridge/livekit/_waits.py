@@ -15,7 +15,7 @@ from livekit.agents import tts, utils
 
 from ttsbridge.errors import TTSTimeoutError
 
-__all__ = ["Watchdog", "deliver_held_audio", "supervise", "within"]
+__all__ = ["Watchdog", "cancel_pending", "deliver_held_audio", "supervise", "within"]
 
 
 class Watchdog:
@@ -138,11 +138,21 @@ async def supervise(
             await asyncio.wait(live, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED)
 
 
+def cancel_pending() -> bool:
+    """True when the running task was asked to cancel, including a request that a ``wait_for`` swallowed
+    (Python >= 3.11: ``Task.cancelling()``; always False before)."""
+    task = asyncio.current_task() if _IN_TASK else None
+    return task is not None and task.cancelling() > 0  # type: ignore[attr-defined]
+
+
 async def deliver_held_audio(emitter: tts.AudioEmitter, timeout: float) -> None:
     """A stream that fails after audio: what LiveKit's emitter still holds of the audio already received (its
     progressive frame, up to ``frame_size_ms``, and a 10 ms tail) goes downstream before the error is raised.
     LiveKit would drop it with the emitter, and the user would miss the end of what the server did send.
-    Bounded by ``timeout``; a cancellation still propagates."""
+    Nothing when the stream is being cancelled (a barge-in wants no more audio, even if a ``wait_for`` on the
+    way swallowed the cancellation). Bounded by ``timeout``; a cancellation still propagates."""
+    if cancel_pending():
+        return
     with contextlib.suppress(Exception):
         emitter.end_input()
-        await asyncio.wait_for(emitter.join(), timeout)
+        await within(emitter.join(), timeout)

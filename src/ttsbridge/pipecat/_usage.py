@@ -10,7 +10,7 @@ over and its audio context has finished playing (or was interrupted), when the b
 Characters heard are counted here: the words the service timed (``add_word_timestamps``) are heard when
 Pipecat plays them out of the audio context (``_add_word_timestamps``, in playback order); an interruption
 drops the rest. With ``word_timestamps=False`` no word is played: a context played to its end counts every
-word timed for it, an interrupted one none (as Pipecat then commits the whole text, or nothing).
+word timed for it, an interrupted or failed one none (as Pipecat then commits the whole text, or nothing).
 """
 
 from __future__ import annotations
@@ -96,9 +96,11 @@ class TurnUsageMixin:
         ledger = self._ledgers.get(context_id)
         if ledger is not None:
             ledger.playback_over = True
-            if completed and not self._word_timestamps:  # type: ignore[attr-defined]
+            failed = context_id in self._failed_contexts  # type: ignore[attr-defined]
+            if completed and not failed and not self._word_timestamps:  # type: ignore[attr-defined]
                 # No word events were played: a context played to its end was heard whole (what Pipecat
-                # commits to the LLM context then); an interrupted one counts nothing, as nothing is committed.
+                # commits to the LLM context then); an interrupted or failed one counts nothing, as nothing of
+                # it is committed.
                 for word in ledger.words:
                     ledger.turn.note_heard(len(word.text))
             ledger.words.clear()  # an interruption dropped them; a completed context played them all
