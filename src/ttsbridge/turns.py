@@ -132,6 +132,13 @@ class Turn(abc.ABC):
         """The adapter played words of this turn worth ``chars`` characters (``len(TimedWord.text)``)."""
         self._heard_chars = self.characters_heard + max(int(chars), 0)
 
+    def take_received(self) -> bytes:
+        """The turn is being given up after audio (the adapter's own timeout: the server stalled): the audio
+        already received and not yet yielded, with the resampler's tail, at the turn's rate, so that none of
+        it is lost; ``b""`` by default, once cancelled, and after the iteration ended. Synchronous; the turn is
+        cancelled next, so nothing else is yielded of what came before it."""
+        return b""
+
     @property
     def wire_format(self) -> str:
         """The audio format on the wire, ``"<provider's encoding name>@<rate>"`` (``"pcm_mulaw@8000"``,

@@ -406,15 +406,18 @@ def _tts(key: str, base_url: str) -> tts.TTS:
     )
 
 
-@pytest.mark.parametrize("marker", ["[[error:generation_failed:10]]", "[[drop:10]]"])
+@pytest.mark.parametrize(
+    ("marker", "timeout"),
+    [("[[error:generation_failed:10]]", 5.0), ("[[drop:10]]", 5.0), ("[[stall:10]]", 0.3)],
+)
 async def test_a_turn_failing_after_audio_still_delivers_every_chunk_received(
-    emu: Emulator, marker: str
+    emu: Emulator, marker: str, timeout: float
 ) -> None:
     # LiveKit's emitter holds back part of a frame (its progressive frame and a 10 ms tail); a stream that
     # raises would drop it with the emitter. Every chunk the server sent before the failure is delivered.
     t = make_tts(emu)
     try:
-        opts = APIConnectOptions(max_retry=0, timeout=5.0)
+        opts = APIConnectOptions(max_retry=0, timeout=timeout)  # (a stall: the plugin's timeout gives up)
         events, err = await stream_until_error(t, f"{S1} {marker}", opts)
     finally:
         await t.aclose()

@@ -281,3 +281,18 @@ async def test_an_error_after_audio_still_delivers_every_frame_received(emu: Emu
     got = sum(e.frame.duration for e in events)
     # (+10 ms: LiveKit ends a segment whose audio its flush timer already sent with a 10 ms silent marker)
     assert sent - 0.002 <= got <= sent + 0.012, (got, sent)
+
+
+async def test_a_turn_stalled_after_audio_still_delivers_every_frame_received(emu: Emulator) -> None:
+    # The plugin's own timeout gives the stalled turn up: what it had received (the resampler's tail at
+    # 16 kHz included) is delivered before the timeout error.
+    t = make_kitta(emu, standby=False, sample_rate=16000)
+    try:
+        opts = APIConnectOptions(max_retry=0, timeout=0.3)
+        events, err = await stream_until_error(t, f"{S1} This part [[kitta:stall]] never comes.", opts)
+    finally:
+        await t.aclose()
+    assert isinstance(err, APITimeoutError) and err.retryable is False
+    sent = tone_len(S1)  # the first sentence's segment, whole (its last frame is a short one)
+    got = sum(e.frame.duration for e in events)
+    assert sent - 0.002 <= got <= sent + 0.012, (got, sent)

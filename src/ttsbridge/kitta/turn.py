@@ -5,6 +5,7 @@ generation and its protocol; the turn keeps only its resampler."""
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import cast
 
@@ -61,6 +62,13 @@ class KittaTurn(Turn):
             return b""
         pcm = self._gen.take_ready(resampler.max_input(max_bytes))  # a budget the output cannot pass
         return resampler.process(pcm) if pcm else b""
+
+    def take_received(self) -> bytes:
+        resampler = self._resampler
+        if resampler is None or self._gen.cancelled or self._gen.done:
+            return b""
+        pcm = self._gen.take_ready(sys.maxsize)
+        return (resampler.process(pcm) if pcm else b"") + resampler.flush()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         gen = self._gen

@@ -98,6 +98,10 @@ class _Attempt:
             )
             raise err from None
         finally:
+            if failed and self.audio and self.turn is not None and not cancel_pending():
+                rest = self.turn.take_received()  # our timeout gave up a stalled turn: what it still holds
+                if rest:
+                    self.emitter.push(rest)
             await self._cancel_turn()
             self._trace()
             await self.sentences.aclose()

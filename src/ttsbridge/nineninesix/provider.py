@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import sys
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
@@ -212,6 +213,14 @@ class NineninesixTurn(Turn):
         resampler = self._resampler
         pcm = ctx.take_ready(resampler.max_input(max_bytes))  # a budget the resampled output cannot pass
         return resampler.process(pcm) if pcm else b""
+
+    def take_received(self) -> bytes:
+        ctx = self._ctx
+        if ctx is None or self._cancelled or self._done:
+            return b""
+        resampler = self._resampler
+        pcm = ctx.take_ready(sys.maxsize)
+        return (resampler.process(pcm) if pcm else b"") + resampler.flush()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
