@@ -266,33 +266,32 @@ async def test_text_over_the_per_event_limit_is_split_and_spoken_whole(emu: Emul
     assert duration_of(events) == pytest.approx(tone_len(long_text), rel=0.02)
 
 
-async def test_an_error_after_audio_still_delivers_every_frame_received(emu: Emulator) -> None:
+@pytest.mark.parametrize(
+    ("after", "timeout"),
+    [
+        ("[[kitta:error_after_audio]]", 5.0),  # the server's error after its first audio frame
+        ("This part [[kitta:stall]] never comes.", 0.3),  # a stall after S1: the plugin's timeout gives up
+    ],
+)
+async def test_a_turn_failing_after_audio_still_delivers_every_frame_received(
+    emu: Emulator, after: str, timeout: float
+) -> None:
     # At 16 kHz (the server's 24 kHz resampled) our resampler holds the filter's tail of what was received
-    # when the turn fails: it is delivered before the error, not dropped.
+    # when the turn fails (and a stalled turn its queued frames): delivered before the error, not dropped.
     t = make_kitta(emu, standby=False, sample_rate=16000)
     try:
-        opts = APIConnectOptions(max_retry=0, timeout=5.0)
-        events, err = await stream_until_error(t, f"{S1} [[kitta:error_after_audio]]", opts)
+        events, err = await stream_until_error(
+            t, f"{S1} {after}", APIConnectOptions(max_retry=0, timeout=timeout)
+        )
     finally:
         await t.aclose()
     assert err.retryable is False
-    sent = emu.stats.kitta_audio_frames * emu.config.kitta.chunk_ms / 1000
-    assert emu.stats.kitta_audio_frames >= 1
+    if "stall" in after:
+        assert isinstance(err, APITimeoutError)
+        sent = tone_len(S1)  # the first sentence's segment, whole (its last frame is a short one)
+    else:
+        sent = emu.stats.kitta_audio_frames * emu.config.kitta.chunk_ms / 1000
+        assert emu.stats.kitta_audio_frames >= 1
     got = sum(e.frame.duration for e in events)
     # (+10 ms: LiveKit ends a segment whose audio its flush timer already sent with a 10 ms silent marker)
-    assert sent - 0.002 <= got <= sent + 0.012, (got, sent)
-
-
-async def test_a_turn_stalled_after_audio_still_delivers_every_frame_received(emu: Emulator) -> None:
-    # The plugin's own timeout gives the stalled turn up: what it had received (the resampler's tail at
-    # 16 kHz included) is delivered before the timeout error.
-    t = make_kitta(emu, standby=False, sample_rate=16000)
-    try:
-        opts = APIConnectOptions(max_retry=0, timeout=0.3)
-        events, err = await stream_until_error(t, f"{S1} This part [[kitta:stall]] never comes.", opts)
-    finally:
-        await t.aclose()
-    assert isinstance(err, APITimeoutError) and err.retryable is False
-    sent = tone_len(S1)  # the first sentence's segment, whole (its last frame is a short one)
-    got = sum(e.frame.duration for e in events)
     assert sent - 0.002 <= got <= sent + 0.012, (got, sent)
