@@ -5,6 +5,7 @@ while too much waits, fragmented messages put back together. Over a real loopbac
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from engine_toy import ToyProtocol, ToyServer
 from raw_server import RawServer, close_frame, text_frame
@@ -14,16 +15,24 @@ from ttsbridge.engine.connection import INBOX_HIGH, SLICE, Connection
 from ttsbridge.engine.stream import TurnStream
 
 
-async def open_turn(srv: ToyServer, text: str) -> tuple[Connection, ToyProtocol, TurnStream]:
+async def open_turn(
+    srv: ToyServer | RawServer, text: str | None = None, **conn_kwargs: Any
+) -> tuple[Connection, ToyProtocol, TurnStream]:
+    """A connected turn ``"a"``; its ``text`` sent (the server's burst follows) unless None."""
     proto = ToyProtocol(srv.url)
-    conn = Connection(proto, name="toy-read")
+    conn = Connection(proto, name="toy-read", **conn_kwargs)
     await conn.connect()
     stream = TurnStream()
     proto.open_turn("a", conn.now())
     conn.attach("a", stream)
+    if text is not None:
+        await send(conn, proto, text)
+    return conn, proto, stream
+
+
+async def send(conn: Connection, proto: ToyProtocol, text: str) -> None:
     proto.send_text("a", text, conn.now())
     await conn.flush()
-    return conn, proto, stream
 
 
 async def read_all(stream: TurnStream, n: int) -> bytes:
@@ -52,24 +61,20 @@ async def test_a_burst_larger_than_the_inbox_bound_arrives_whole_and_in_order() 
 async def test_a_turns_first_audio_reaches_its_consumer_before_the_rest_of_the_burst_is_parsed() -> None:
     burst = 20 * SLICE
     async with ToyServer(burst=burst) as srv:
-        proto = ToyProtocol(srv.url)
-        conn = Connection(proto, name="toy-read")
-        await conn.connect()
-        stream = TurnStream()
-        proto.open_turn("a", conn.now())
-        conn.attach("a", stream)
+        conn, proto, stream = await open_turn(srv)
         seen_at_first: list[int] = []
+        waiting = asyncio.Event()
 
         async def consume() -> bytes:
+            waiting.set()  # (no await between this and the get: it is waiting once the test resumes)
             first = await asyncio.wait_for(stream.get(), 5.0)
             seen_at_first.append(proto.frames_received)
             assert first is not None
             return first.pcm + await read_all(stream, burst - 1)  # type: ignore[union-attr]
 
         consumer = asyncio.create_task(consume())
-        await asyncio.sleep(0)  # the consumer waits for the turn's audio before any arrives
-        proto.send_text("a", "xyz", conn.now())
-        await conn.flush()
+        await asyncio.wait_for(waiting.wait(), 5.0)  # the consumer waits for the audio before any arrives
+        await send(conn, proto, "xyz")
         assert await asyncio.wait_for(consumer, 5.0) == expected("xyz", burst)
         # woken by the first chunk, it ran before the burst was parsed (at most one slice of it)
         assert seen_at_first[0] <= SLICE < burst, seen_at_first
@@ -95,14 +100,7 @@ async def test_a_close_frame_behind_a_burst_that_paused_reading_still_closes_at_
         await reader.read(1000)  # the client's close reply; then TCP closes
 
     async with RawServer(script) as srv:
-        proto = ToyProtocol(srv.url)
-        conn = Connection(proto, name="toy-read", close_timeout=10.0, ping_interval=None)
-        await conn.connect()
-        stream = TurnStream()
-        proto.open_turn("a", conn.now())
-        conn.attach("a", stream)
-        proto.send_text("a", "x", conn.now())
-        await conn.flush()
+        conn, proto, _ = await open_turn(srv, "x", close_timeout=10.0, ping_interval=None)
         sock = conn._sock
         assert sock is not None
         await wait_until(lambda: proto.closed, 5.0)

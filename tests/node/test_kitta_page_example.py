@@ -94,7 +94,7 @@ async def test_the_pages_node_example_writes_a_decodable_mp3(node_example: Path,
             out, err = await asyncio.wait_for(node.communicate(), WAIT_S)
         except asyncio.TimeoutError:
             node.kill()
-            await node.wait()
+            await asyncio.wait_for(node.wait(), 5.0)
             raise
     report = f"stdout: {out.decode()}\nstderr: {err.decode()}"
     assert node.returncode == 0, report

@@ -180,8 +180,8 @@ class Connection:
         self.last_used = self._loop.time()
         if self._lost_early:  # closed or dropped right after the handshake
             self.transport_lost()
-        elif self._inbox and self._drainer is None:  # frames that came with the handshake's response
-            self._drainer = self._loop.call_soon(self._drain)
+        elif self._inbox:  # frames that came with the handshake's response
+            self._schedule_drain()
 
     def _make_socket(self, protocol: ClientProtocol, **kwargs: Any) -> Socket:
         self._sock = Socket(protocol, owner=self, **kwargs)
@@ -203,9 +203,7 @@ class Connection:
 
     async def _write(self) -> None:
         if not self.writable():
-            if (
-                not self.protocol.closed and self.ws is not None
-            ):  # closing; its close frame is not handled yet
+            if not self.protocol.closed and self.ws is not None:  # closing; its close frame not handled yet
                 self._lost(*_close_info(None, self.ws))
             raise TTSConnectionError(f"{self.name}: the connection is closed")
         ws = self.ws
@@ -254,8 +252,7 @@ class Connection:
             inbox.append((data, text))
             if self.ws is None:
                 return  # frames that came with the handshake's response: handled once connect() returns
-            if self._drainer is None:
-                self._drainer = self._loop.call_soon(self._drain)
+            self._schedule_drain()
             if len(inbox) > INBOX_HIGH and not self._paused and self._sock is not None:
                 self._paused = True
                 with contextlib.suppress(Exception):
@@ -264,12 +261,23 @@ class Connection:
         self._budget -= 1
         self._handle(data, text)
 
+    def _schedule_drain(self) -> None:
+        """The next slice of the queued messages in the next loop iteration (one drain chain at a time)."""
+        if self._drainer is None:
+            self._drainer = self._loop.call_soon(self._drain)
+
+    def _resume_reading(self) -> None:
+        if self._paused and self._sock is not None:
+            self._paused = False
+            with contextlib.suppress(Exception):  # the transport may be gone already
+                self._sock.transport.resume_reading()
+
     def _drain(self) -> None:
         """One slice of the queued messages; the next slice in the next loop iteration."""
         self._drainer = None
         if self._hold:
             self._hold -= 1
-            self._drainer = self._loop.call_soon(self._drain)
+            self._schedule_drain()
             return
         inbox, handle = self._inbox, self._handle
         try:
@@ -279,12 +287,9 @@ class Connection:
                 handle(*inbox.popleft())
         finally:  # (handle() catches what it can; a slice never ends the draining)
             if inbox:
-                if self._drainer is None:  # a first audio handled in this slice may have scheduled it
-                    self._drainer = self._loop.call_soon(self._drain)
-            elif self._paused and self._sock is not None:
-                self._paused = False
-                with contextlib.suppress(Exception):  # the transport may be gone already
-                    self._sock.transport.resume_reading()
+                self._schedule_drain()  # (a first audio handled in this slice may have scheduled it)
+            else:
+                self._resume_reading()
 
     def _handle(self, data: bytes, text: bool) -> None:
         """Feed one message to the protocol, dispatch its events, write its frames, follow its deadline.
@@ -327,10 +332,7 @@ class Connection:
         inbox, handle = self._inbox, self._handle
         while inbox:
             handle(*inbox.popleft())
-        if self._paused and self._sock is not None:  # else the server's TCP close is never read
-            self._paused = False
-            with contextlib.suppress(Exception):
-                self._sock.transport.resume_reading()
+        self._resume_reading()  # else the server's TCP close is never read
         self._lost(*_close_info(None, self._sock))
         self._start_close()  # done, or bounded by close_timeout (then websockets aborts the transport)
 
@@ -343,8 +345,7 @@ class Connection:
                     sink(ev)
                     if ev.first:  # the rest of this read waits until the framework has it (HOLD)
                         self._hold = HOLD
-                        if self._drainer is None:
-                            self._drainer = self._loop.call_soon(self._drain)
+                        self._schedule_drain()
                     continue
             elif isinstance(ev, ConnectionFailed):
                 self._cancel_timer()

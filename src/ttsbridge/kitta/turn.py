@@ -64,14 +64,13 @@ class KittaTurn(Turn):
         return resampler.process(pcm) if pcm else b""
 
     def take_received(self) -> bytes:
-        resampler = self._resampler
-        if resampler is None or self._gen.cancelled or self._gen.done:
+        if self._resampler is None or self._gen.cancelled or self._gen.done:
             return b""
-        pcm = self._gen.take_ready(sys.maxsize)
-        return (resampler.process(pcm) if pcm else b"") + resampler.flush()
+        return self.take_ready(sys.maxsize) + self._resampler.flush()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         gen = self._gen
+        error: TTSBridgeError | None = None
         # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
         async with contextlib.aclosing(cast("AsyncGenerator[KittaAudio, None]", gen.__aiter__())) as chunks:
             try:
@@ -86,16 +85,15 @@ class KittaTurn(Turn):
                     pcm = resampler.process(chunk.pcm)
                     if pcm and not gen.cancelled:
                         yield pcm
-            except TTSBridgeError:  # the generation failed (its retries are its own): the audio received
-                if self._resampler is not None and not gen.cancelled:  # before the failure, all of it
-                    tail = self._resampler.flush()
-                    if tail:
-                        yield tail
-                raise
-        if gen.finished and self._resampler is not None:
+            except TTSBridgeError as exc:  # the generation failed (its retries are its own)
+                error = exc
+        # the resampler's tail: at the end, and after a failure too (all the audio received goes out)
+        if (gen.finished or error is not None) and self._resampler is not None:
             tail = self._resampler.flush()
             if tail and not gen.cancelled:
                 yield tail
+        if error is not None:
+            raise error
 
     @property
     def audio_started(self) -> bool:

@@ -215,12 +215,9 @@ class NineninesixTurn(Turn):
         return resampler.process(pcm) if pcm else b""
 
     def take_received(self) -> bytes:
-        ctx = self._ctx
-        if ctx is None or self._cancelled or self._done:
+        if self._ctx is None or self._cancelled or self._done:
             return b""
-        resampler = self._resampler
-        pcm = ctx.take_ready(sys.maxsize)
-        return (resampler.process(pcm) if pcm else b"") + resampler.flush()
+        return self.take_ready(sys.maxsize) + self._resampler.flush()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
@@ -393,6 +390,7 @@ class NineninesixTurnProvider(TurnProvider):
             return
         fmt = opts.output_format(sample_rate)
         resampler = StreamResampler(fmt.sample_rate, sample_rate)
+        error: TTSBridgeError | None = None
         try:
             async for pcm in self.http.tts_sse(
                 text, fmt, model=opts.model, voice=opts.voice, language=opts.language
@@ -400,14 +398,13 @@ class NineninesixTurnProvider(TurnProvider):
                 out = resampler.process(pcm)
                 if out:
                     yield out
-        except TTSBridgeError:  # cut short: the audio received before the failure, all of it
-            tail = resampler.flush()
-            if tail:
-                yield tail
-            raise
+        except TTSBridgeError as exc:  # cut short: the audio received before the failure still goes out
+            error = exc
         tail = resampler.flush()
         if tail:
             yield tail
+        if error is not None:
+            raise error
 
     async def aclose(self) -> None:
         err = TTSConnectionError("nineninesix: the provider was closed")

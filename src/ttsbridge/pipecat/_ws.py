@@ -145,16 +145,15 @@ class TurnTTSService(_TurnAudioService):
         # Word timing learns of the text before any of its audio can arrive.
         state.clock.add_text(text, boundary=not self._is_streaming_tokens)
         state.touch()
+        failure: Exception | None = None
         try:
             await state.turn.send(text)
         except Exception as exc:
-            if opened:
-                self._start_reader(state)
-            await self._fail(context_id, exc)
-            yield None
-            return
+            failure = exc
         if opened:  # after the first request is out: the turn's audio waits in its stream until read
             self._start_reader(state)
+        if failure is not None:
+            await self._fail(context_id, failure)
         yield None
 
     async def _start_turn(self, context_id: str) -> _TurnState | None:
