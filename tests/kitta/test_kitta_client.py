@@ -78,6 +78,28 @@ async def test_client_synthesize_native_and_resampled(make_client: MakeClient, t
     check_tones(at16, [text], 16000)
 
 
+async def test_client_synthesize_failing_after_audio_yields_every_sample_received_first(
+    kemu: Emulator, make_client: MakeClient, tone_options: Any
+) -> None:
+    # At 16 kHz (the server's 24 kHz resampled) the resampler holds the filter's tail of what was received
+    # when the server's error comes: it is yielded before the error is raised, not dropped.
+    client = make_client(max_retries=0)
+    got: list[bytes] = []
+
+    async def run() -> None:
+        opts = tone_options.with_overrides(sample_rate=16000)
+        async for c in client.synthesize("One shot synthesis. [[kitta:error_after_audio]]", opts):
+            got.append(c)
+
+    with pytest.raises(TTSAPIError) as info:
+        await asyncio.wait_for(run(), WAIT)
+    assert info.value.error_code == "internal_error"
+    sent_s = kemu.stats.kitta_audio_frames * kemu.config.kitta.chunk_ms / 1000
+    assert kemu.stats.kitta_audio_frames >= 1
+    got_s = len(b"".join(got)) / 2 / 16000
+    assert sent_s - 0.001 <= got_s <= sent_s + 0.001, (got_s, sent_s)
+
+
 async def test_provider_default_synthesize(make_provider: MakeProvider) -> None:
     provider = make_provider(standby=False)
     pcm = b"".join([c async for c in provider.synthesize("Default one shot.", sample_rate=16000)])

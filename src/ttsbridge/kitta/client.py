@@ -196,30 +196,17 @@ class KittaClient:
     async def synthesize(
         self, text: str, options: KittaOptions | None = None, *, request_id: str | None = None
     ) -> AsyncIterator[bytes]:
-        """One text -> PCM16 at ``options.sample_rate`` (or the server's rate when None)."""
-        from ttsbridge.audio.resample import StreamResampler
+        """One text -> PCM16 at ``options.sample_rate`` (or the server's rate when None). A failure after audio
+        first yields all the audio received (the resampler's tail too), then raises."""
+        from ttsbridge.kitta.turn import resampled
 
         opts = self._options(options)
         gen = self.generation(opts, request_id=request_id)
-        resampler: StreamResampler | None = None
         try:
             await gen.send(text, flush=True)
             await gen.stop()
-            async for chunk in gen:
-                out_rate = opts.sample_rate or chunk.sample_rate
-                if resampler is None or resampler.in_rate != chunk.sample_rate:
-                    if resampler is not None:
-                        tail = resampler.flush()
-                        if tail:
-                            yield tail
-                    resampler = StreamResampler(chunk.sample_rate, out_rate)
-                pcm = resampler.process(chunk.pcm)
-                if pcm:
-                    yield pcm
-            if resampler is not None and gen.finished:
-                tail = resampler.flush()
-                if tail:
-                    yield tail
+            async for pcm in resampled(gen, opts.sample_rate):
+                yield pcm
         finally:
             await gen.aclose()
 

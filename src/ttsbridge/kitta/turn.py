@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import cast
 
 from ttsbridge.audio.resample import StreamResampler
@@ -16,7 +16,7 @@ from ttsbridge.kitta.protocol import SegmentStatus
 from ttsbridge.policy.usage import TurnEnd, TurnUsage
 from ttsbridge.turns import Turn, TurnOutcome
 
-__all__ = ["KittaTurn"]
+__all__ = ["KittaTurn", "resampled"]
 
 
 class KittaTurn(Turn):
@@ -68,32 +68,11 @@ class KittaTurn(Turn):
             return b""
         return self.take_ready(sys.maxsize) + self._resampler.flush()
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        gen = self._gen
-        error: TTSBridgeError | None = None
-        # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
-        async with contextlib.aclosing(cast("AsyncGenerator[KittaAudio, None]", gen.__aiter__())) as chunks:
-            try:
-                async for chunk in chunks:
-                    resampler = self._resampler
-                    if resampler is None or resampler.in_rate != chunk.sample_rate:
-                        if resampler is not None:  # a retry landed on a session with another rate
-                            tail = resampler.flush()
-                            if tail and not gen.cancelled:
-                                yield tail
-                        resampler = self._resampler = StreamResampler(chunk.sample_rate, self.sample_rate)
-                    pcm = resampler.process(chunk.pcm)
-                    if pcm and not gen.cancelled:
-                        yield pcm
-            except TTSBridgeError as exc:  # the generation failed (its retries are its own)
-                error = exc
-        # the resampler's tail: at the end, and after a failure too (all the audio received goes out)
-        if (gen.finished or error is not None) and self._resampler is not None:
-            tail = self._resampler.flush()
-            if tail and not gen.cancelled:
-                yield tail
-        if error is not None:
-            raise error
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return resampled(self._gen, self.sample_rate, self._keep)
+
+    def _keep(self, resampler: StreamResampler) -> None:
+        self._resampler = resampler
 
     @property
     def audio_started(self) -> bool:
@@ -163,3 +142,36 @@ class KittaTurn(Turn):
     def wire_format(self) -> str:
         rate = self._gen.sample_rate
         return f"{self._gen.options.format}@{rate}" if rate else self._gen.options.format
+
+
+async def resampled(
+    gen: KittaGeneration, rate: int | None, keep: Callable[[StreamResampler], object] | None = None
+) -> AsyncIterator[bytes]:
+    """A generation's audio as PCM16 at ``rate`` (None: the server's rate), tail included: at the end, and
+    after a failure too (all the audio received goes out before the error is raised); nothing once the
+    generation is cancelled. ``keep`` is told of each new resampler (a turn's ``take_ready`` uses it)."""
+    resampler: StreamResampler | None = None
+    error: TTSBridgeError | None = None
+    # aclosing: a consumer that leaves early closes the generation's iterator now, which cancels it
+    async with contextlib.aclosing(cast("AsyncGenerator[KittaAudio, None]", gen.__aiter__())) as chunks:
+        try:
+            async for chunk in chunks:
+                if resampler is None or resampler.in_rate != chunk.sample_rate:
+                    if resampler is not None:  # a retry landed on a session with another rate
+                        tail = resampler.flush()
+                        if tail and not gen.cancelled:
+                            yield tail
+                    resampler = StreamResampler(chunk.sample_rate, rate or chunk.sample_rate)
+                    if keep is not None:
+                        keep(resampler)
+                pcm = resampler.process(chunk.pcm)
+                if pcm and not gen.cancelled:
+                    yield pcm
+        except TTSBridgeError as exc:  # the generation failed (its retries are its own)
+            error = exc
+    if (gen.finished or error is not None) and resampler is not None:
+        tail = resampler.flush()
+        if tail and not gen.cancelled:
+            yield tail
+    if error is not None:
+        raise error
