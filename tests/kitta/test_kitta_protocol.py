@@ -298,14 +298,40 @@ def test_frame_auth_sends_the_auth_event_first() -> None:
 
 def test_out_of_order_server_events_fail_the_session() -> None:
     p = make()
-    protocol_error(p, srv(event="ready", request_id=RID, sample_rate=24000))
+    protocol_error(p, srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16))
     p = make()
     ready(p)
     protocol_error(p, srv(event="authenticated"))
     p = make()
     feed(p, srv(event="authenticated"))
     p.data_to_send()
-    protocol_error(p, srv(event="ready", request_id="someone-else", sample_rate=24000))
+    protocol_error(
+        p, srv(event="ready", request_id="someone-else", sample_rate=24000, channels=1, bit_depth=16)
+    )
+
+
+@pytest.mark.parametrize("missing", ["sample_rate", "channels", "bit_depth"])
+@pytest.mark.parametrize("event", ["ready", "audio"])
+def test_pcm_ready_and_audio_without_a_required_layout_field_fail_the_session(
+    event: str, missing: str
+) -> None:
+    # The page: "When format is pcm, both ready and audio include the required sample_rate, channels, and
+    # bit_depth fields". A frame without one is malformed, even when an earlier frame carried it.
+    layout = {"sample_rate": 24000, "channels": 1, "bit_depth": 16}
+    p = make()
+    if event == "ready":
+        feed(p, srv(event="authenticated"))
+        p.data_to_send()
+        frame = srv(event="ready", request_id=RID, **{k: v for k, v in layout.items() if k != missing})
+    else:
+        ready(p)
+        p.send_text(RID, "One. ", 0.0)
+        p.flush(RID, 0.0)
+        p.data_to_send()
+        fields = {k: v for k, v in layout.items() if k != missing}
+        frame = srv(event="audio", request_id=RID, seq=0, audio=b"\x01\x00", **fields)
+    err = protocol_error(p, frame)
+    assert missing in str(err) and event in str(err)
 
 
 def test_stereo_or_8bit_pcm_is_refused() -> None:

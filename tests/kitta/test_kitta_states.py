@@ -42,8 +42,10 @@ def srv(**obj: Any) -> bytes:
 
 FRAMES = {
     "authenticated": srv(event="authenticated"),
-    "ready": srv(event="ready", request_id=RID, sample_rate=24000),
-    "audio": srv(event="audio", request_id=RID, audio=b"\x01\x00", sample_rate=24000),
+    "ready": srv(event="ready", request_id=RID, sample_rate=24000, channels=1, bit_depth=16),
+    "audio": srv(
+        event="audio", request_id=RID, audio=b"\x01\x00", sample_rate=24000, channels=1, bit_depth=16
+    ),
     "usage": srv(event="usage", request_id=RID, units=1),
     "finish": srv(event="finish", request_id=RID, units=1),
 }

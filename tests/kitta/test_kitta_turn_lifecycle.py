@@ -259,7 +259,14 @@ def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options:
     p.send_text("r1", "Hello there. ", 0.0)
     p.flush("r1", 0.0)
     p.data_to_send()
-    frame = {"event": "audio", "request_id": "r1", "audio": b"\x01\x00" * 8, "sample_rate": 24000}
+    frame = {
+        "event": "audio",
+        "request_id": "r1",
+        "audio": b"\x01\x00" * 8,
+        "sample_rate": 24000,
+        "channels": 1,
+        "bit_depth": 16,
+    }
     p.receive(srv(**frame, seq=1), 0.0)
     assert p.events_received() == []  # held: seq 0 has not arrived
     # the server sent (and billed) audio of the segment: a retryable close must not replay it

@@ -54,7 +54,7 @@ class ServerEvents:
         if isinstance(event, ReadyEvent):
             if event.request_id != self.turn_id:
                 raise KittaProtocolError("kitta: 'ready' for another request_id")
-            self._layout(event.sample_rate, event.channels, event.bit_depth)
+            self._layout(event)
         elif isinstance(event, AudioEvent):
             self._on_audio(event)
         elif isinstance(event, UsageEvent):
@@ -64,22 +64,23 @@ class ServerEvents:
         elif isinstance(event, FinishEvent):
             self._on_finish(event)
 
-    def _layout(self, rate: int | None, channels: int | None, bit_depth: int | None) -> None:
-        self.sample_rate = rate or self.sample_rate
-        self.channels = channels or self.channels
-        self.bit_depth = bit_depth or self.bit_depth
-        if self.channels not in (None, 1) or self.bit_depth not in (None, 16):
+    def _layout(self, event: ReadyEvent | AudioEvent) -> None:
+        """The page: with ``format`` pcm (the only one this client asks), both ``ready`` and ``audio``
+        include the required ``sample_rate``, ``channels`` and ``bit_depth``; this client plays mono 16-bit."""
+        for name in ("sample_rate", "channels", "bit_depth"):
+            if getattr(event, name) is None:
+                raise KittaProtocolError(f"kitta: pcm '{event.event}' event without its required {name!r}")
+        if event.channels != 1 or event.bit_depth != 16:
             raise KittaProtocolError(
-                f"kitta: unsupported PCM layout channels={self.channels} bit_depth={self.bit_depth} "
+                f"kitta: unsupported PCM layout channels={event.channels} bit_depth={event.bit_depth} "
                 "(this client handles mono 16-bit)"
             )
+        self.sample_rate, self.channels, self.bit_depth = event.sample_rate, event.channels, event.bit_depth
 
     def _on_audio(self, event: AudioEvent) -> None:
         if event.request_id is not None and event.request_id != self.turn_id:
             raise KittaProtocolError("kitta: audio for another request_id")
-        self._layout(event.sample_rate, event.channels, event.bit_depth)
-        if self.sample_rate is None:
-            raise KittaProtocolError("kitta: pcm audio without sample_rate on 'ready' or 'audio'")
+        self._layout(event)
         if event.audio:
             # Received is delivered, even while held for a sequence gap: the server committed (billed) the
             # segment at its first audio frame, so it must never be replayed.
