@@ -52,6 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_peers import EmulatorProcess, emulator_process
+from floor_systems import FLOORS, RawStreams
 from overhead_systems import LEVELS, OURS_KWARGS, LiveKitStreams, PipecatStreams, Scenario, Streams, Turn, now
 
 TAG = re.compile(r"\b(\d{7})\b")
@@ -93,8 +94,18 @@ class Result:
 # one scenario: both systems, warmed, interleaved rounds
 
 
-def overheads(turns: list[Turn], times: dict[str, list[Any]], res: Result) -> None:
-    """Fold one batch into ``res``: each turn's overhead against the server's record of its context."""
+def overheads(turns: list[Turn], times: dict[str, list[Any]], res: Result, *, floor: bool = False) -> None:
+    """Fold one batch into ``res``: each turn's overhead against the server's record of its context (the
+    floor has no server: its overhead is all of text in -> audio out)."""
+    if floor:
+        for t in turns:
+            res.turns += 1
+            res.audio_s += t.audio_s
+            if t.t_first is None:
+                res.no_audio += 1
+            else:
+                res.overhead_ms.append((t.t_first - t.t_text) * 1000)
+        return
     server: dict[int, tuple[float, float]] = {}
     for t_req, t_chunk, text in times.values():
         m = TAG.search(text)
@@ -172,18 +183,26 @@ async def memory_of(level: str, which: str, emu: EmulatorProcess, sc: Scenario, 
     return out
 
 
+def system(level: str, which: str, emu: EmulatorProcess, sc: Scenario) -> Streams:
+    """peer / ours of the level; with ``--floor`` also the framework's floor and the network's (raw)."""
+    if which == "raw":
+        return RawStreams(which, emu, sc)
+    return (FLOORS if which == "floor" else LEVELS)[level](which, emu, sc)
+
+
 async def scenario(level: str, sc: Scenario, rounds: int, args: argparse.Namespace) -> dict[str, Result]:
     """Run one scenario of one framework level; returns {"peer": ..., "ours": ...}."""
-    whiches = ["peer", "ours"]
+    # (the floors are unpaced: not comparable in a paced scenario)
+    whiches = ["peer", "ours", "floor", "raw"] if args.floor and not sc.paced else ["peer", "ours"]
     peer_sc = replace(sc, rate=sc.peer_rate) if sc.peer_rate else sc
     results = {w: Result() for w in whiches}
     async with emulator_process(args.first_chunk_latency, 1.0 if sc.paced else 0.0, 0.0, 0.0) as emu:
         if args.rss_streams and sc.name == SCENARIOS["c4"].name:
-            for w in whiches:
+            for w in ("peer", "ours"):
                 await memory_of(level, w, emu, sc, 2)  # first use: imports and caches, not per instance
-            for w in whiches:
+            for w in ("peer", "ours"):
                 results[w].memory = await memory_of(level, w, emu, sc, args.rss_streams)
-        systems = {w: LEVELS[level](w, emu, peer_sc if w == "peer" else sc) for w in whiches}
+        systems = {w: system(level, w, emu, peer_sc if w == "peer" else sc) for w in whiches}
         try:
             for s in systems.values():
                 await s.start(sc.streams)
@@ -198,11 +217,11 @@ async def scenario(level: str, sc: Scenario, rounds: int, args: argparse.Namespa
             for r in range(rounds):
                 order = whiches[r % len(whiches) :] + whiches[: r % len(whiches)]
                 for w in order:
-                    tag0 = (r * 2 + whiches.index(w)) * 1000
+                    tag0 = (r * len(whiches) + whiches.index(w)) * 1000
                     c0 = time.process_time()
                     turns = await batch(systems[w], sc.streams, tag0)
                     results[w].cpu_s += time.process_time() - c0
-                    overheads(turns, await emu.times(), results[w])
+                    overheads(turns, await emu.times(), results[w], floor=w == "floor")
         finally:
             gc.unfreeze()
             for s in systems.values():
@@ -234,7 +253,7 @@ def fmt_row(label: str, r: Result) -> str:
     )
 
 
-def ratios(ours: Result, peer: Result) -> str:
+def ratios(ours: Result, peer: Result, label: str = "ours") -> str:
     def q(a: float, b: float) -> str:
         return f"{a / b:.2f}" if b == b and a == a and b > 0 else "n/a"
 
@@ -242,7 +261,7 @@ def ratios(ours: Result, peer: Result) -> str:
     co = ours.cpu_s / ours.audio_s if ours.audio_s else float("nan")
     cp = peer.cpu_s / peer.audio_s if peer.audio_s else float("nan")
     return (
-        f"  ours/peer p50 {q(pct(o, 50), pct(p, 50))}  p95 {q(pct(o, 95), pct(p, 95))}  "
+        f"  {label}/peer p50 {q(pct(o, 50), pct(p, 50))}  p95 {q(pct(o, 95), pct(p, 95))}  "
         f"p99 {q(pct(o, 99), pct(p, 99))}  CPU {q(co, cp)}"
     )
 
@@ -253,6 +272,9 @@ def report(level: str, key: str, sc: Scenario, res: dict[str, Result]) -> None:
         print(fmt_row(w, r))
     note = f"   (peer at {sc.peer_rate} Hz in the same rounds)" if sc.peer_rate else ""
     print(ratios(res["ours"], res["peer"]) + note)
+    if "floor" in res:  # the least ours/peer any plugin could reach in this run (see floor_systems.py)
+        print(ratios(res["floor"], res["peer"], "floor") + note)
+        print(ratios(res["raw"], res["peer"], "raw") + note)
     for w, r in res.items():
         for label, (rss, heap) in r.memory.items():
             what = "open service" if label == "service" else "idle pooled connection"
@@ -311,6 +333,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--ours-no-words",
         action="store_true",
         help="ours with word_timestamps=False (no estimated word timing; the peers get none from this server)",
+    )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also run the framework's floor (a plugin with no network: floor_systems.py) in the same rounds",
     )
     ap.add_argument("--log-level", default="CRITICAL")
     return ap.parse_args(argv)
