@@ -30,7 +30,9 @@ connection (LiveKit: ``prewarm()``): deltas of this process's RSS and Python hea
 Scenarios: ``c1`` (one stream: no other stream's work in the way; not in ``all``), ``c4`` (4 streams, unpaced server), ``c50`` (50, unpaced), ``c200`` (200, server paced at real
 time), ``c100`` (100, paced: a load the LiveKit peer survives whole; not in ``all``), ``mulaw`` (8 kHz μ-law, 4 streams), ``r24`` / ``r48`` (24 / 48 kHz out, 4 streams; the peers get no audio
 at those rates from a spec-exact server, so the peer runs at 16 kHz in the same rounds as the reference).
-No assertions about speed.
+``--floor`` adds the framework's floor (a plugin with no network) and the network's (a bare aiohttp client, no
+framework) to the same rounds of the unpaced scenarios (``floor_systems.py``): their sum is the least any
+plugin can reach with one stream. No assertions about speed.
 """
 
 from __future__ import annotations
