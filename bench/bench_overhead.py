@@ -277,6 +277,10 @@ def report(level: str, key: str, sc: Scenario, res: dict[str, Result]) -> None:
     if "floor" in res:  # the least ours/peer any plugin could reach in this run (see floor_systems.py)
         print(ratios(res["floor"], res["peer"], "floor") + note)
         print(ratios(res["raw"], res["peer"], "raw") + note)
+        # what each plugin adds beyond both floors (meaningful where they add up: one stream, a few)
+        base = pct(res["floor"].overhead_ms, 50) + pct(res["raw"].overhead_ms, 50)
+        gp, go = pct(res["peer"].overhead_ms, 50) - base, pct(res["ours"].overhead_ms, 50) - base
+        print(f"  glue p50 (overhead - floor - raw): peer {gp:.2f} ms, ours {go:.2f} ms")
     for w, r in res.items():
         for label, (rss, heap) in r.memory.items():
             what = "open service" if label == "service" else "idle pooled connection"
