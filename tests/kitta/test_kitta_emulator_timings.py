@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from ttsbridge.emulator import Emulator
+from ttsbridge.emulator import Emulator, tone_duration
 
 
 async def test_request_records_first_text_then_first_audio(
@@ -23,3 +23,24 @@ async def test_request_records_first_text_then_first_audio(
     t = kemu.stats.timings[request_id]
     assert "Timed request." in t.text
     assert t.first_chunk is not None and t.first_chunk >= t.first_request
+
+
+async def test_paced_audio_comes_no_faster_than_its_realtime_factor(
+    kemu: Emulator, make_client: Callable[..., Any]
+) -> None:
+    # realtime_factor 4: the frames of a segment go out on the session's audio clock, each when it is due, so
+    # the last comes (duration - one frame) / 4 after the first at the earliest (a lower bound: load only adds)
+    kemu.config.kitta.realtime_factor = 4.0
+    client = make_client()
+    text = "A paced sentence of a few words."
+    arrivals: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def run() -> None:
+        async for _ in client.synthesize(text):
+            arrivals.append(loop.time())
+
+    await asyncio.wait_for(run(), 10.0)
+    frame_s = kemu.config.kitta.chunk_ms / 1000
+    assert len(arrivals) >= 10
+    assert arrivals[-1] - arrivals[0] >= (tone_duration(text) - 2 * frame_s) / 4

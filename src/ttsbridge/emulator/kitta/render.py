@@ -11,6 +11,7 @@ from ttsbridge.emulator.kitta.config import CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_
 from ttsbridge.emulator.kitta.faults import KittaFault
 from ttsbridge.emulator.kitta.stats import KittaStats
 from ttsbridge.emulator.kitta.validate import SessionError
+from ttsbridge.emulator.pacing import Pacer
 
 if TYPE_CHECKING:
     from ttsbridge.emulator.kitta.endpoint import Endpoint
@@ -37,6 +38,7 @@ class Renderer:
     format: str
     sample_rate: int
     encoder: StreamEncoder | None
+    pacer: Pacer
     audio_fields: dict[str, Any]
     queue: asyncio.Queue[Any]
     seq: int
@@ -129,12 +131,11 @@ class Renderer:
         step = max(2, int(self.sample_rate * cfg.chunk_ms / 1000.0) * 2)
         for offset in range(0, len(pcm), step):
             frame = pcm[offset : offset + step]
+            # each frame when it is due at realtime_factor x real time (a clock: no drift, no catch-up burst)
+            await self.pacer.pace(len(frame) / 2 / self.sample_rate, cfg.realtime_factor)
             data = encoder.encode(frame)
             if data and not await self._send_audio(seg, data, after):
                 return False
-            rf = self.ep.config.realtime_factor
-            if rf > 0:
-                await asyncio.sleep(len(frame) / 2 / self.sample_rate / rf)
         tail = encoder.end_segment()
         return not tail or await self._send_audio(seg, tail, after)
 

@@ -17,6 +17,7 @@ from ttsbridge.emulator.kitta.config import CLOSE_NORMAL, KNOWN_FORMATS, MARKER,
 from ttsbridge.emulator.kitta.faults import KittaFault, parse_kitta_fault
 from ttsbridge.emulator.kitta.render import STOP, Renderer, Segment
 from ttsbridge.emulator.kitta.validate import SessionError, check_values
+from ttsbridge.emulator.pacing import Pacer
 
 if TYPE_CHECKING:
     from ttsbridge.emulator.kitta.endpoint import Endpoint
@@ -51,6 +52,7 @@ class Session(Renderer):
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
         self.seq = 0
+        self.pacer = Pacer()  # the session's audio clock (render.py)
         self.session_fault: KittaFault | None = None
         self.send_lock = asyncio.Lock()
         self.closing = False
