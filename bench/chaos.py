@@ -68,6 +68,7 @@ async def fuzz(n: int, seed: int) -> None:
     per_kind: Counter[str] = Counter()
     cats: Counter[str] = Counter()
     raw = hangs = stale = frames = 0
+    examples: list[str] = []  # the first few cases with a problem, to re-run one by one
     t0 = time.monotonic()
     for i in range(n):
         provider = PROVIDERS[i % 2]
@@ -82,10 +83,14 @@ async def fuzz(n: int, seed: int) -> None:
         for p in report.problems:
             per_kind[f"{provider}/{m.kind}"] += 1
             cats[category(p)] += 1
+        if report.problems and len(examples) < 5:
+            examples.append(f"#{i} {surface}/{provider} {m}: {report.problems}")
     print(f"fuzz: {frames} mutated frames (seed {seed}) in {time.monotonic() - t0:.0f} s")
     print(f"  raw exceptions {raw}, hangs {hangs}, stale samples {stale}")
     print(f"  problems by category: {dict(cats)}")
     print(f"  problems by provider/kind: {dict(per_kind)}")
+    for line in examples:
+        print(f"    {line}")
 
 
 async def soaks(n: int, seed: int) -> None:

@@ -138,7 +138,13 @@ def mutate_common(
     keys = sorted(frame)
     k = m.kind
     if k == "wrong_type":
-        return [enc({**frame, keys[m.arg % len(keys)]: _WRONG_VALUES[m.arg % len(_WRONG_VALUES)]})]
+        key = keys[m.arg % len(keys)]
+        value = _WRONG_VALUES[m.arg % len(_WRONG_VALUES)]
+        if type(value) is type(frame[key]) is bytes:
+            # bytes for a bytes field (Kitta's ``audio``) is not a wrong type but other audio, which a client
+            # cannot tell from the server's own (the page: frames are concatenated): take the next value
+            value = _WRONG_VALUES[(m.arg + 1) % len(_WRONG_VALUES)]
+        return [enc({**frame, key: value})]
     if k == "missing_field":
         return [enc({x: v for x, v in frame.items() if x != keys[m.arg % len(keys)]})]
     if k == "extra_field":

@@ -102,6 +102,7 @@ class Connection:
         self._sock: Socket | None = None  # set when websockets makes it (self.ws once the handshake is done)
         self._closer: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._write_again = False  # a frame was queued while the writer task was under way (see _write_soon)
         self._send_lock = asyncio.Lock()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
@@ -231,8 +232,12 @@ class Connection:
             raise TTSConnectionError(f"{self.name}: connection lost while sending ({reason})") from None
 
     async def _write_quietly(self) -> None:
-        with contextlib.suppress(TTSBridgeError, asyncio.TimeoutError):
-            await asyncio.wait_for(self._write(), self.write_timeout)
+        while True:
+            self._write_again = False
+            with contextlib.suppress(TTSBridgeError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._write(), self.write_timeout)
+            if not self._write_again:  # (nothing was queued for it while this write was under way)
+                return
 
     def _lost(self, code: int | None, reason: str) -> None:
         self.protocol.connection_lost(code, reason, self._loop.time())
@@ -387,9 +392,12 @@ class Connection:
             self._write_soon()
 
     def _write_soon(self) -> None:
-        """Write what the protocol queued from a callback (a frame received, the timer): one writer task."""
+        """Write what the protocol queued from a callback (a frame received, the timer): one writer task. One
+        already under way may have taken the queue before this frame was put in it: it writes once more."""
         if self._writer is None or self._writer.done():
             self._writer = self._loop.create_task(self._write_quietly(), name=f"{self.name}-writer")
+        else:
+            self._write_again = True
 
     # --- closing ------------------------------------------------------------------------------------------
 
