@@ -334,6 +334,22 @@ def test_pcm_ready_and_audio_without_a_required_layout_field_fail_the_session(
     assert missing in str(err) and event in str(err)
 
 
+def test_audio_at_another_sample_rate_than_ready_fails_the_session() -> None:
+    # 'ready' sets the session's format; an audio frame claiming another rate is malformed, not a new format
+    # (fuzz: a chunk "at 123 Hz" was resampled as such and played as noise)
+    p = make()
+    ready(p)  # 24000
+    p.send_text(RID, "One. ", 0.0)
+    p.flush(RID, 0.0)
+    p.data_to_send()
+    assert audio_of(feed(p, audio(0)))  # at the session's rate: fine
+    frame = srv(
+        event="audio", request_id=RID, seq=1, audio=b"\x01\x00", sample_rate=123, channels=1, bit_depth=16
+    )
+    err = protocol_error(p, frame)
+    assert "sample_rate 123" in str(err) and "24000" in str(err)
+
+
 def test_stereo_or_8bit_pcm_is_refused() -> None:
     p = make()
     feed(p, srv(event="authenticated"))

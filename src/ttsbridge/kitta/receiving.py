@@ -75,6 +75,12 @@ class ServerEvents:
                 f"kitta: unsupported PCM layout channels={event.channels} bit_depth={event.bit_depth} "
                 "(this client handles mono 16-bit)"
             )
+        if self.sample_rate is not None and event.sample_rate != self.sample_rate:
+            # the session's format is set by 'ready' (the page: so the client can initialize a PCM player)
+            raise KittaProtocolError(
+                f"kitta: '{event.event}' sample_rate {event.sample_rate} differs from the session's "
+                f"{self.sample_rate}"
+            )
         self.sample_rate, self.channels, self.bit_depth = event.sample_rate, event.channels, event.bit_depth
 
     def _on_audio(self, event: AudioEvent) -> None:
