@@ -160,6 +160,8 @@ class RawStreams(Streams):
         await ws.send_str(json.dumps(request))
         while True:
             msg = await asyncio.wait_for(ws.receive(), TURN_BOUND)
+            if not isinstance(msg.data, str):  # closed (or not a JSON frame): the turn ends with what it got
+                return t
             data = json.loads(msg.data)
             if data.get("data"):
                 pcm = base64.b64decode(data["data"])

@@ -77,8 +77,6 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     #: ``(code, reason)`` the I/O layer closes the socket with, once the outcome is known.
     close_request: tuple[int, str] | None = field(default=None, init=False)
     sample_rate: int | None = field(default=None, init=False)
-    channels: int | None = field(default=None, init=False)
-    bit_depth: int | None = field(default=None, init=False)
     #: Units the server reported in ``usage`` events.
     units_billed: int = field(default=0, init=False)
     #: Units on ``finish`` (None until finished).

@@ -23,8 +23,6 @@ class ServerEvents:
     turn_id: str | None
     facts: TurnFacts | None
     sample_rate: int | None
-    channels: int | None
-    bit_depth: int | None
     units_billed: int
     finish_units: int | None
     close_request: tuple[int, str] | None
@@ -81,7 +79,7 @@ class ServerEvents:
                 f"kitta: '{event.event}' sample_rate {event.sample_rate} differs from the session's "
                 f"{self.sample_rate}"
             )
-        self.sample_rate, self.channels, self.bit_depth = event.sample_rate, event.channels, event.bit_depth
+        self.sample_rate = event.sample_rate  # (channels and bit_depth can only be 1 and 16 here)
 
     def _on_audio(self, event: AudioEvent) -> None:
         if event.request_id is not None and event.request_id != self.turn_id:
