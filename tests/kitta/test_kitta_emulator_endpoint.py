@@ -13,7 +13,13 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_duration
+from ttsbridge.emulator import (
+    KITTA_EXAMPLE_MODEL,
+    KITTA_EXAMPLE_VOICE_ID,
+    TONE_VOICE_ID,
+    Emulator,
+    tone_duration,
+)
 from ttsbridge.emulator.kitta import KittaConfig, parse_kitta_fault
 
 SUB = "realtime.tts.msgpack.v2"
@@ -225,6 +231,8 @@ async def test_idle_timeout(kemu: Emulator, url: str, kitta_key: str) -> None:
         ({"format": "opus"}, {}, "unsupported_parameter"),  # known to the page, not served here
         ({"speed": 9}, {}, "invalid_parameter"),
         ({"voice_id": "nobody"}, {}, "voice_not_found"),
+        # the page's example voice, with another model than the page's example's
+        ({"voice_id": KITTA_EXAMPLE_VOICE_ID, "model": "minimax-speech"}, {}, "voice_not_found"),
     ],
 )
 async def test_strict_start(
@@ -240,6 +248,22 @@ async def test_strict_start(
         await r.send(event="start", request_id="r-strict", request=req, **top)
         err, close = await r.error_and_close()
     assert err["code"] == code and err["retryable"] is False and close == 1008
+
+
+async def test_the_pages_example_start_speaks(kemu: Emulator, url: str, kitta_key: str) -> None:
+    # the page's `start` example as printed: its voice_id and model are a known voice of the emulator
+    assert (KITTA_EXAMPLE_VOICE_ID, KITTA_EXAMPLE_MODEL) == ("00000000-0000-0000-0000-000000000000", "fishaudio-s21pro-flash")
+    async with authed(url, kitta_key) as r:
+        ready = await r.start("r-page", voice_id=KITTA_EXAMPLE_VOICE_ID, model=KITTA_EXAMPLE_MODEL)
+        assert ready["event"] == "ready"
+        await r.send(event="text", text="Hello from Realtime TTS v2.")
+        await r.send(event="stop")
+        events = await r.recv_until("finish")
+    audio = b"".join(e["audio"] for e in events if e["event"] == "audio")
+    assert len(audio) > 24000 * 2 * 0.3  # speech (or tone), not silence of nothing
+    assert events[-1]["units"] == 27
+    # a Kitta voice only: Nineninesix's voice list does not name it
+    assert KITTA_EXAMPLE_VOICE_ID not in kemu.voices
 
 
 async def test_capabilities_that_are_supported(url: str, kitta_key: str) -> None:

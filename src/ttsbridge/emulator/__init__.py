@@ -18,6 +18,8 @@ from ttsbridge.emulator.server import Emulator, build_app, run_forever, serve
 from ttsbridge.emulator.stats import EmulatorStats
 from ttsbridge.emulator.voices import (
     EXAMPLE_VOICE_ID,
+    KITTA_EXAMPLE_MODEL,
+    KITTA_EXAMPLE_VOICE_ID,
     SPEECH_VOICE_ID,
     TONE_VOICE_ID,
     VoiceNotFoundError,
@@ -33,6 +35,8 @@ __all__ = [
     "DEFAULT_API_KEY",
     "ERROR_CATALOG",
     "EXAMPLE_VOICE_ID",
+    "KITTA_EXAMPLE_MODEL",
+    "KITTA_EXAMPLE_VOICE_ID",
     "MODEL_ID",
     "NATIVE_SAMPLE_RATE",
     "SPEECH_VOICE_ID",

@@ -9,6 +9,10 @@
 * the pages' example voice (:data:`EXAMPLE_VOICE_ID`, ``a0e99841-438c-4a64-b679-ae501e7d6091``, the id in
   every Nineninesix example body): speaks like ``speech-en`` when eSpeak works, else like ``tone``, so the
   pages' examples run unchanged against the emulator.
+* the Kitta page's example voice (:data:`KITTA_EXAMPLE_VOICE_ID`, ``00000000-0000-0000-0000-000000000000``,
+  with the page's example model ``fishaudio-s21pro-flash``): speaks like the Nineninesix example voice. It is a
+  Kitta voice: a Kitta ``start`` naming another model gets ``voice_not_found`` ("does not support this
+  model"), and Nineninesix does not know it.
 * clones (``POST /voices/clone``): tone voices with their own fixed frequency (the clip's dominant frequency
   when it is a PCM16 WAV holding a clear tone, else derived from the clip's bytes).
 """
@@ -36,6 +40,8 @@ from ttsbridge.emulator.nineninesix.config import NATIVE_SAMPLE_RATE
 
 __all__ = [
     "EXAMPLE_VOICE_ID",
+    "KITTA_EXAMPLE_MODEL",
+    "KITTA_EXAMPLE_VOICE_ID",
     "SPEECH_VOICE_ID",
     "TONE_VOICE_ID",
     "Voice",
@@ -54,6 +60,9 @@ TONE_VOICE_ID = "tone"
 SPEECH_VOICE_ID = "speech-en"
 #: The voice id of the Nineninesix pages' examples (``/tts/sse`` body, WebSocket ``voice.id``).
 EXAMPLE_VOICE_ID = "a0e99841-438c-4a64-b679-ae501e7d6091"
+#: The voice id of the Kitta page's examples (``start.request.voice_id``), for its example model only.
+KITTA_EXAMPLE_VOICE_ID = "00000000-0000-0000-0000-000000000000"
+KITTA_EXAMPLE_MODEL = "fishaudio-s21pro-flash"
 
 _TONE_BASE_HZ = 300.0
 _TONE_STEP_HZ = 40.0
@@ -219,6 +228,11 @@ class Voice:
     is_owner: bool = False
     created_at: datetime = field(default_factory=lambda: _EPOCH)
     gender: str | None = None
+    #: Kitta models the voice supports; None: every model. A voice with models is a Kitta voice only.
+    kitta_models: frozenset[str] | None = None
+
+    def supports_kitta_model(self, model: str) -> bool:
+        return self.kitta_models is None or model in self.kitta_models
 
     def to_api(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -280,6 +294,19 @@ def _builtin_voices(with_speech: bool) -> list[Voice]:
     return voices
 
 
+def _kitta_voices(with_speech: bool) -> list[Voice]:
+    return [
+        Voice(
+            id=KITTA_EXAMPLE_VOICE_ID,
+            name="Kitta page's example voice",
+            description=f"The voice id of the Kitta page's example ({KITTA_EXAMPLE_MODEL} only); speaks like "
+            + ("speech-en." if with_speech else "tone."),
+            kind="speech" if with_speech else "tone",
+            kitta_models=frozenset({KITTA_EXAMPLE_MODEL}),
+        )
+    ]
+
+
 def _clone_frequency(clip: bytes) -> float:
     try:
         pcm, rate = read_wav(io.BytesIO(clip))
@@ -296,7 +323,10 @@ class VoiceRegistry:
     """The voices of one emulator: the built-ins plus the clones made through ``POST /voices/clone``."""
 
     def __init__(self, default_voice: str | None = None) -> None:
-        self._voices: dict[str, Voice] = {v.id: v for v in _builtin_voices(speech_available())}
+        speech = speech_available()
+        self._voices: dict[str, Voice] = {v.id: v for v in _builtin_voices(speech)}
+        #: voices of the Kitta endpoint only (not listed by ``/voices``, unknown to Nineninesix)
+        self._kitta_voices: dict[str, Voice] = {v.id: v for v in _kitta_voices(speech)}
         self._configured_default = default_voice
 
     @property
@@ -322,6 +352,11 @@ class VoiceRegistry:
     def __contains__(self, voice_id: object) -> bool:
         return voice_id in self._voices
 
+    def kitta_voice(self, voice_id: str, model: str) -> Voice | None:
+        """The voice a Kitta ``start`` names, if it exists and supports ``model`` (else None)."""
+        voice = self._kitta_voices.get(voice_id) or self._voices.get(voice_id)
+        return voice if voice is not None and voice.supports_kitta_model(model) else None
+
     def clone(self, *, name: str, clip: bytes, language: str = "en", description: str = "") -> Voice:
         """Create an in-memory tone voice with its own frequency (see module docs)."""
         freq = _clone_frequency(clip)
@@ -342,6 +377,11 @@ class VoiceRegistry:
         """PCM16 mono audio of ``text`` in voice ``voice_id`` at ``sample_rate``; unknown voice ->
         :class:`VoiceNotFoundError`."""
         return await self.get(voice_id).synthesize(text, sample_rate)
+
+    async def synthesize_kitta(self, voice_id: str, text: str, sample_rate: int) -> bytes:
+        """Like :meth:`synthesize`, for a voice of the Kitta endpoint (its own voices too)."""
+        voice = self._kitta_voices.get(voice_id)
+        return await (voice or self.get(voice_id)).synthesize(text, sample_rate)
 
 
 async def synthesize(voice_id: str, text: str, sample_rate: int) -> bytes:

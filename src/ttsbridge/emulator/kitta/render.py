@@ -150,7 +150,9 @@ class Renderer:
                 await self._apply(before[0])
                 return False
             voices = self.ep.emulator.voices
-            pcm = await voices.synthesize(self.voice_id, seg.text, self.sample_rate) if seg.text else b""
+            pcm = (
+                await voices.synthesize_kitta(self.voice_id, seg.text, self.sample_rate) if seg.text else b""
+            )
             if cfg.first_chunk_latency_s + delay > 0:
                 await asyncio.sleep(cfg.first_chunk_latency_s + delay)
             if not await self._stream(seg, pcm, after):

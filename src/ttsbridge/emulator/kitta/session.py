@@ -277,7 +277,7 @@ class Session(Renderer):
             if name in req and name not in supported:
                 raise SessionError("unsupported_parameter", f"model {model!r} does not support {name!r}")
         check_values(req)
-        if req["voice_id"] not in self.ep.emulator.voices:
+        if self.ep.emulator.voices.kitta_voice(req["voice_id"], model) is None:
             raise SessionError("voice_not_found", "voice_id does not exist or does not support this model")
 
     async def _on_text(self, obj: dict[str, Any]) -> None:
