@@ -115,12 +115,15 @@ async def test_audio_sent_as_a_text_string_fails_the_session_with_a_protocol_err
     ],
 )
 def test_a_field_of_the_wrong_type_is_a_protocol_error_naming_it(event: dict[str, Any], field: str) -> None:
+    if event["event"] in ("audio", "ready"):  # the required pcm layout, unless the case is about one of it
+        event = {"sample_rate": 24000, "channels": 1, "bit_depth": 16, **event}
     with pytest.raises(KittaProtocolError, match=rf"{event['event']}\.{field}"):
         decode(pack(event))
 
 
 def test_fields_of_the_right_types_decode() -> None:
-    audio = decode(pack({"event": "audio", "audio": PCM, "sample_rate": 24000, "seq": 0, "request_id": "r"}))
+    layout = {"sample_rate": 24000, "channels": 1, "bit_depth": 16}
+    audio = decode(pack({"event": "audio", "audio": PCM, **layout, "seq": 0, "request_id": "r"}))
     assert audio is not None and audio.audio == PCM  # type: ignore[union-attr]
     error = decode(pack({"event": "error", "code": "busy", "message": "m", "retryable": True}))
     assert error is not None and error.retryable is True  # type: ignore[union-attr]

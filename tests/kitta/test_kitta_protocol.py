@@ -22,6 +22,7 @@ from ttsbridge.kitta.models import (
     ErrorEvent,
     KittaLimits,
     KittaOptions,
+    ReadyEvent,
     StartEvent,
     StartRequest,
     TextEvent,
@@ -332,6 +333,19 @@ def test_pcm_ready_and_audio_without_a_required_layout_field_fail_the_session(
         frame = srv(event="audio", request_id=RID, seq=0, audio=b"\x01\x00", **fields)
     err = protocol_error(p, frame)
     assert missing in str(err) and event in str(err)
+
+
+@pytest.mark.parametrize("missing", ["sample_rate", "channels", "bit_depth"])
+@pytest.mark.parametrize("model", [ReadyEvent, AudioEvent])
+def test_the_pcm_layout_fields_are_required_by_the_models(model: type, missing: str) -> None:
+    # the models say what the protocol enforces (the page: required with pcm, the only format asked for)
+    fields = {"request_id": RID, "sample_rate": 24000, "channels": 1, "bit_depth": 16, "audio": b"\x01\x00"}
+    if model is ReadyEvent:
+        del fields["audio"]
+    assert model.model_fields[missing].is_required()
+    with pytest.raises(ValidationError) as info:
+        model.model_validate({k: v for k, v in fields.items() if k != missing})
+    assert missing in str(info.value)
 
 
 def test_audio_at_another_sample_rate_than_ready_fails_the_session() -> None:

@@ -162,9 +162,11 @@ class ReadyEvent(BaseModel):
     model_config = _SERVER
     event: Literal["ready"] = "ready"
     request_id: str
-    sample_rate: int | None = Field(default=None, gt=0)
-    channels: int | None = Field(default=None, gt=0)
-    bit_depth: int | None = Field(default=None, gt=0)
+    # required: "When format is pcm, both ready and audio include the required sample_rate, channels, and
+    # bit_depth fields" (the page), and pcm is the only format this client asks for
+    sample_rate: int = Field(gt=0)
+    channels: int = Field(gt=0)
+    bit_depth: int = Field(gt=0)
 
 
 class AudioEvent(BaseModel):
@@ -173,9 +175,9 @@ class AudioEvent(BaseModel):
     request_id: str | None = None
     seq: int | None = Field(default=None, ge=0, validation_alias=AliasChoices("seq", "sequence"))
     audio: bytes
-    sample_rate: int | None = Field(default=None, gt=0)
-    channels: int | None = Field(default=None, gt=0)
-    bit_depth: int | None = Field(default=None, gt=0)
+    sample_rate: int = Field(gt=0)  # required with pcm, as in ReadyEvent
+    channels: int = Field(gt=0)
+    bit_depth: int = Field(gt=0)
 
     def __repr__(self) -> str:  # never dump kilobytes of audio into a log line
         return (

@@ -64,10 +64,8 @@ class ServerEvents:
 
     def _layout(self, event: ReadyEvent | AudioEvent) -> None:
         """The page: with ``format`` pcm (the only one this client asks), both ``ready`` and ``audio``
-        include the required ``sample_rate``, ``channels`` and ``bit_depth``; this client plays mono 16-bit."""
-        for name in ("sample_rate", "channels", "bit_depth"):
-            if getattr(event, name) is None:
-                raise KittaProtocolError(f"kitta: pcm '{event.event}' event without its required {name!r}")
+        include the required ``sample_rate``, ``channels`` and ``bit_depth`` (the models require them: an
+        event without one is malformed when decoded); this client plays mono 16-bit."""
         if event.channels != 1 or event.bit_depth != 16:
             raise KittaProtocolError(
                 f"kitta: unsupported PCM layout channels={event.channels} bit_depth={event.bit_depth} "
