@@ -10,11 +10,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
 
 from ttsbridge.emulator.config import EmulatorConfig
+from ttsbridge.emulator.host import Connection
 from ttsbridge.emulator.kitta import setup_kitta_routes
 from ttsbridge.emulator.nineninesix import EMULATOR_KEY, setup_nineninesix_routes
 from ttsbridge.emulator.nineninesix.faults import Fault, FaultBook
@@ -25,14 +26,6 @@ from ttsbridge.emulator.voices import VoiceRegistry
 __all__ = ["TIMINGS_KEPT", "ContextTiming", "Emulator", "EmulatorStats", "build_app", "run_forever", "serve"]
 
 log = logging.getLogger("ttsbridge.emulator")
-
-
-class Connection(Protocol):
-    """An open socket the emulator can drop or shut down (Nineninesix and Kitta connections alike)."""
-
-    def abort(self) -> None: ...
-
-    async def shutdown(self, code: int = 1001, reason: str = "") -> None: ...
 
 
 class Emulator:

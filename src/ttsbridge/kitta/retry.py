@@ -7,16 +7,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol, TypeVar
 
 from ttsbridge.errors import TTSBridgeError
 from ttsbridge.kitta.handshake import backoff_delay, retry_request_id
 
-if TYPE_CHECKING:
-    from ttsbridge.kitta.protocol import KittaProtocol
-
-__all__ = ["Outcome", "TurnFacts", "backoff", "next_attempt", "no_retry_reason", "not_before_next"]
+__all__ = ["Attempt", "Outcome", "TurnFacts", "backoff", "next_attempt", "no_retry_reason", "not_before_next"]
 
 logger = logging.getLogger("ttsbridge.kitta")
 
@@ -46,11 +44,41 @@ class TurnFacts:
     failed_at: float | None = None
 
 
-def backoff(proto: KittaProtocol, attempt: int, err: TTSBridgeError) -> float:
+class Attempt(Protocol):
+    """What the retry policy reads and calls on one attempt (a :class:`~ttsbridge.kitta.protocol.KittaProtocol`,
+    a dataclass: its successor is a :func:`dataclasses.replace` copy). Declared here so that this module does
+    not import the protocol that imports it."""
+
+    backoff_initial: float
+    backoff_max: float
+    max_retries: int
+    resume_after_audio: bool
+    rng: random.Random | None
+    units_billed: int
+
+    @property
+    def facts(self) -> TurnFacts | None: ...
+
+    @property
+    def request_id(self) -> str: ...
+
+    def can_resume(self) -> bool: ...
+
+    def open_turn(
+        self, turn_id: str, now: float, *, not_before: float | None = None, facts: TurnFacts | None = None
+    ) -> None: ...
+
+    def replay_into(self, other: Attempt) -> int: ...  # (a KittaProtocol takes only another one)
+
+
+_A = TypeVar("_A", bound=Attempt)
+
+
+def backoff(proto: Attempt, attempt: int, err: TTSBridgeError) -> float:
     return backoff_delay(attempt, err, proto.backoff_initial, proto.backoff_max, proto.rng)
 
 
-def no_retry_reason(proto: KittaProtocol, err: TTSBridgeError, facts: TurnFacts) -> str:
+def no_retry_reason(proto: Attempt, err: TTSBridgeError, facts: TurnFacts) -> str:
     """Why the failed attempt ``proto`` is not retried ("" = it is)."""
     if not err.retryable:
         return "not retryable"
@@ -63,7 +91,7 @@ def no_retry_reason(proto: KittaProtocol, err: TTSBridgeError, facts: TurnFacts)
     return ""
 
 
-def next_attempt(proto: KittaProtocol, err: TTSBridgeError, now: float) -> KittaProtocol | None:
+def next_attempt(proto: _A, err: TTSBridgeError, now: float) -> _A | None:
     """The turn's next attempt after ``proto`` failed with ``err`` at ``now``, or None (the turn fails)."""
     facts = proto.facts
     assert facts is not None
@@ -92,7 +120,7 @@ def next_attempt(proto: KittaProtocol, err: TTSBridgeError, now: float) -> Kitta
     return successor
 
 
-def not_before_next(proto: KittaProtocol, current: float) -> float:
+def not_before_next(proto: Attempt, current: float) -> float:
     """When the provider's next turn may send ``start``, once the turn of ``proto`` is over: a turn opened
     after a retryable failure is a retry (a framework's loop, a caller's) and waits the backoff from that
     failure; a finished turn lifts the hold."""

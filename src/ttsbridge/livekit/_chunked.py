@@ -5,18 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 from livekit.agents import APIConnectOptions, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
+from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._waits import deliver_held_audio, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
-
-if TYPE_CHECKING:
-    from ttsbridge.livekit._tts import TurnTTS
 
 __all__ = ["TurnChunkedStream"]
 
@@ -24,9 +21,9 @@ __all__ = ["TurnChunkedStream"]
 class TurnChunkedStream(tts.ChunkedStream):
     """``tts.synthesize(text)``: the provider's one-shot streaming synthesis, emitted as it arrives."""
 
-    def __init__(self, *, tts: TurnTTS, input_text: str, conn_options: APIConnectOptions) -> None:
+    def __init__(self, *, tts: StreamOwner, input_text: str, conn_options: APIConnectOptions) -> None:
         super().__init__(tts=tts, input_text=input_text, conn_options=conn_options)
-        self._tts: TurnTTS = tts
+        self._tts: StreamOwner = tts
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         owner = self._tts

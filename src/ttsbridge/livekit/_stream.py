@@ -9,20 +9,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
+from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._waits import Watchdog, cancel_pending, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.chunks import joiner
 from ttsbridge.policy.words import TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
-
-if TYPE_CHECKING:
-    from ttsbridge.livekit._tts import TurnTTS
 
 __all__ = ["TurnSynthesizeStream"]
 
@@ -33,9 +30,9 @@ _COALESCE_S = 0.1
 class TurnSynthesizeStream(tts.SynthesizeStream):
     """``tts.stream()``: one provider turn per stream (see the package docstring)."""
 
-    def __init__(self, *, tts: TurnTTS, conn_options: APIConnectOptions) -> None:
+    def __init__(self, *, tts: StreamOwner, conn_options: APIConnectOptions) -> None:
         super().__init__(tts=tts, conn_options=conn_options)
-        self._tts: TurnTTS = tts
+        self._tts: StreamOwner = tts
         #: the turn of the current attempt (tests and debugging)
         self.turn: Turn | None = None
 

@@ -14,11 +14,10 @@ from livekit.agents import APIConnectOptions, tokenize, tts, utils
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 
-from ttsbridge._redact import redact
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.livekit._chunked import TurnChunkedStream
+from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._stream import TurnSynthesizeStream
-from ttsbridge.livekit._usage import TurnUsageEvents
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate
 from ttsbridge.turns import TurnProvider
 
@@ -40,7 +39,7 @@ def _stream_pacer(text_pacing: object) -> tts.SentenceStreamPacer | None:
     )
 
 
-class TurnTTS(TurnUsageEvents, tts.TTS):
+class TurnTTS(StreamOwner):
     """A LiveKit TTS over a :class:`TurnProvider` (the per-provider plugins subclass it).
 
     Args:
@@ -134,9 +133,6 @@ class TurnTTS(TurnUsageEvents, tts.TTS):
         """Forget the measured rate (the voice changed): back to the prior."""
         self._speech_rate.reset()
 
-    def _redact(self, text: object) -> str:
-        return redact(text, self._secrets)
-
     # -- API
 
     def synthesize(
@@ -178,7 +174,3 @@ class TurnTTS(TurnUsageEvents, tts.TTS):
             await utils.aio.cancel_and_wait(self._prewarm_task)
             self._prewarm_task = None
         await self._turn_provider.aclose()
-
-    def _open_turn_kwargs(self) -> dict[str, Any]:
-        """Per-turn overrides passed to ``open_turn`` (none by default; options live in the provider)."""
-        return {}

@@ -34,8 +34,8 @@ from ttsbridge.emulator.kitta.config import (
     KITTA_SUBPROTOCOL,
     KittaConfig,
 )
-from ttsbridge.emulator.kitta.endpoint import setup_kitta_routes
 from ttsbridge.emulator.kitta.faults import KittaFault, parse_kitta_fault
+from ttsbridge.emulator.kitta.routes import setup_kitta_routes
 from ttsbridge.emulator.kitta.stats import KittaStats
 
 __all__ = [

@@ -31,7 +31,7 @@ from ttsbridge.emulator.nineninesix.wire import (
 from ttsbridge.emulator.pacing import Pacer
 
 if TYPE_CHECKING:
-    from ttsbridge.emulator.server import Emulator
+    from ttsbridge.emulator.host import EmulatorHost
 
 __all__ = ["handle_bytes", "handle_sse"]
 
@@ -49,7 +49,7 @@ class _HttpJob:
 async def _http_parse(
     request: web.Request, containers: tuple[str, ...]
 ) -> tuple[_HttpJob | None, web.Response | None]:
-    emu: Emulator = request.app[EMULATOR_KEY]
+    emu: EmulatorHost = request.app[EMULATOR_KEY]
     try:
         body = await request.json()
     except ValueError:
@@ -104,7 +104,7 @@ def _wav_header(fmt: OutputFormat, data_len: int) -> bytes:
 class _HttpRender:
     """Shared body of /tts/bytes and /tts/sse: slot, credits, faults, synthesis, pacing."""
 
-    def __init__(self, emu: Emulator, job: _HttpJob) -> None:
+    def __init__(self, emu: EmulatorHost, job: _HttpJob) -> None:
         self.emu = emu
         self.job = job
         self.charged = 0
@@ -233,7 +233,7 @@ def _sse(event: dict[str, Any]) -> bytes:
 
 
 async def handle_sse(request: web.Request) -> web.StreamResponse:
-    emu: Emulator = request.app[EMULATOR_KEY]
+    emu: EmulatorHost = request.app[EMULATOR_KEY]
     begun = await _http_begin(request, CONTAINERS_WS)
     if isinstance(begun, web.Response):
         return begun

@@ -12,7 +12,7 @@ from ttsbridge.emulator.nineninesix.outbox import Context, Item, Out, Outbox
 from ttsbridge.emulator.nineninesix.wire import OutputFormat, chunk_frame, done_frame, fault_label, forever
 
 if TYPE_CHECKING:
-    from ttsbridge.emulator.server import Emulator
+    from ttsbridge.emulator.host import EmulatorHost
 
 
 log = logging.getLogger("ttsbridge.emulator")
@@ -21,7 +21,7 @@ log = logging.getLogger("ttsbridge.emulator")
 class Renderer:
     """The rendering half of ``_WSConnection``: one task per context renders its items in order."""
 
-    emu: Emulator
+    emu: EmulatorHost
     outbox: Outbox
     output_format: OutputFormat | None
     contexts: dict[str, Context]

@@ -10,13 +10,13 @@ from ttsbridge.emulator.nineninesix.wire import EMULATOR_KEY, TRUE_WORDS, http_c
 from ttsbridge.emulator.voices import VoiceNotFoundError
 
 if TYPE_CHECKING:
-    from ttsbridge.emulator.server import Emulator
+    from ttsbridge.emulator.host import EmulatorHost
 
 __all__ = ["handle_voice_clone", "handle_voice_get", "handle_voices_list"]
 
 
 async def handle_voices_list(request: web.Request) -> web.Response:
-    emu: Emulator = request.app[EMULATOR_KEY]
+    emu: EmulatorHost = request.app[EMULATOR_KEY]
     if (denied := http_check_key(request)) is not None:
         return denied
     q = request.query
@@ -62,7 +62,7 @@ async def handle_voices_list(request: web.Request) -> web.Response:
 
 
 async def handle_voice_get(request: web.Request) -> web.Response:
-    emu: Emulator = request.app[EMULATOR_KEY]
+    emu: EmulatorHost = request.app[EMULATOR_KEY]
     if (denied := http_check_key(request)) is not None:
         return denied
     try:
@@ -73,7 +73,7 @@ async def handle_voice_get(request: web.Request) -> web.Response:
 
 
 async def handle_voice_clone(request: web.Request) -> web.Response:
-    emu: Emulator = request.app[EMULATOR_KEY]
+    emu: EmulatorHost = request.app[EMULATOR_KEY]
     if (denied := http_check_key(request)) is not None:
         return denied
     if not request.content_type.startswith("multipart/"):

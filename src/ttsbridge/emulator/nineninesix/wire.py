@@ -16,7 +16,7 @@ from ttsbridge.emulator.nineninesix.config import NATIVE_SAMPLE_RATE
 from ttsbridge.emulator.nineninesix.faults import DOC_URL, ErrorSpec, Fault
 
 if TYPE_CHECKING:
-    from ttsbridge.emulator.server import Emulator
+    from ttsbridge.emulator.host import EmulatorHost
 
 CONTAINERS_WS = ("raw",)
 CONTAINERS_HTTP = ("raw", "wav")
@@ -132,7 +132,7 @@ async def forever() -> None:
 
 
 def http_check_key(request: web.Request) -> web.Response | None:
-    emu: Emulator = request.app[EMULATOR_KEY]
+    emu: EmulatorHost = request.app[EMULATOR_KEY]
     emu.stats.nineninesix.http_requests += 1
     emu.notify()
     if not emu.config.is_valid_key(api_key_of(request, allow_query=False)):
@@ -140,7 +140,7 @@ def http_check_key(request: web.Request) -> web.Response | None:
     return None
 
 
-def http_error_for(emu: Emulator, spec: ErrorSpec, message: str | None = None) -> web.Response:
+def http_error_for(emu: EmulatorHost, spec: ErrorSpec, message: str | None = None) -> web.Response:
     headers = {"Retry-After": f"{emu.config.retry_after_s:g}"} if spec.http_status == 429 else None
     emu.stats.nineninesix.errors_sent.append((None, spec.code))
     emu.notify()

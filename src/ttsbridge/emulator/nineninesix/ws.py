@@ -28,7 +28,7 @@ from ttsbridge.emulator.nineninesix.wire import (
 )
 
 if TYPE_CHECKING:
-    from ttsbridge.emulator.server import Emulator
+    from ttsbridge.emulator.host import EmulatorHost
 
 __all__ = ["handle_websocket"]
 
@@ -37,7 +37,9 @@ _DEAD_IDS_KEPT = 4096
 
 
 class _WSConnection(Renderer):
-    def __init__(self, emu: Emulator, request: web.Request, ws: web.WebSocketResponse, number: int) -> None:
+    def __init__(
+        self, emu: EmulatorHost, request: web.Request, ws: web.WebSocketResponse, number: int
+    ) -> None:
         self.emu = emu
         self.request = request
         self.ws = ws
@@ -356,7 +358,7 @@ class _WSConnection(Renderer):
 
 
 async def handle_websocket(request: web.Request) -> web.StreamResponse:
-    emu: Emulator = request.app[EMULATOR_KEY]
+    emu: EmulatorHost = request.app[EMULATOR_KEY]
     key = api_key_of(request, allow_query=True)
     if not emu.config.is_valid_key(key):
         emu.stats.nineninesix.ws_rejected += 1
