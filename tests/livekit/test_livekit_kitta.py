@@ -9,7 +9,7 @@ import traceback
 from typing import Any
 
 import pytest
-from livekit.agents import APIConnectOptions, APIError, APIStatusError, APITimeoutError, Plugin, tts
+from livekit.agents import APIConnectOptions, APIError, APIStatusError, APITimeoutError, Plugin
 from lk_helpers import (
     BOUND,
     FAST,
@@ -23,6 +23,7 @@ from lk_helpers import (
     run_stream,
     run_synthesize,
     stream_until_error,
+    synthesize_until_error,
     timed_words,
     tone_len,
     window,
@@ -302,19 +303,12 @@ async def test_synthesize_given_up_by_its_own_timeout_still_delivers_every_frame
     # synthesize() is one Kitta turn (one segment): it stalls after its audio, the plugin's timeout gives it
     # up; at 16 kHz the resampler's filter tail (and any frame still queued) is delivered before the error.
     t = make_kitta(emu, standby=False, sample_rate=16000)
-    events: list[tts.SynthesizedAudio] = []
-
-    async def run() -> None:
-        opts = APIConnectOptions(max_retry=0, timeout=0.3)
-        async with t.synthesize(f"{S1} [[kitta:stall:after_audio]]", conn_options=opts) as stream:
-            async for ev in stream:
-                events.append(ev)
-
     try:
-        with pytest.raises(APITimeoutError):
-            await asyncio.wait_for(run(), BOUND)
+        opts = APIConnectOptions(max_retry=0, timeout=0.3)
+        events, err = await synthesize_until_error(t, f"{S1} [[kitta:stall:after_audio]]", opts)
     finally:
         await t.aclose()
+    assert isinstance(err, APITimeoutError)
     sent = emu.stats.kitta_audio_frames * emu.config.kitta.chunk_ms / 1000
     assert emu.stats.kitta_audio_frames >= 1
     got = sum(e.frame.duration for e in events)
