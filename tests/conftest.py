@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from deprecations import no_deprecated_api  # noqa: F401 - autouse: deprecated framework API fails a test
 from otel_support import spans  # noqa: F401 - the OpenTelemetry capture fixture
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
 

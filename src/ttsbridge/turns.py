@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
@@ -146,6 +146,37 @@ class Turn(abc.ABC):
         return ""
 
 
+class Synthesis(AsyncIterator[bytes]):
+    """What :meth:`TurnProvider.synthesize` returns: the audio of a one-shot synthesis as it arrives.
+
+    :meth:`take_received` is :meth:`Turn.take_received` for a synthesis: a caller that gives it up after
+    audio (its own timeout cancelled the wait for the next chunk, which ends the iteration) gets the audio
+    already received and not yielded, with the resampler's filter tail, so that none of it is lost. ``b""``
+    when nothing is held (the iteration ended by itself: it yielded everything, the tail too).
+    """
+
+    def __init__(self, body: Callable[[Synthesis], AsyncIterator[bytes]]) -> None:
+        self._held: Callable[[], bytes] | None = None
+        self._body = body(self)
+
+    def hold(self, take: Callable[[], bytes] | None) -> None:
+        """For the body: what :meth:`take_received` returns from now on (None: nothing)."""
+        self._held = take
+
+    def take_received(self) -> bytes:
+        take, self._held = self._held, None
+        return take() if take is not None else b""
+
+    def __aiter__(self) -> Synthesis:
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._body.__anext__()
+
+    async def aclose(self) -> None:
+        await self._body.aclose()  # type: ignore[attr-defined]
+
+
 class TurnProvider(abc.ABC):
     """Opens turns on one provider. Owns connections (pooled, reused across turns) and options."""
 
@@ -169,12 +200,18 @@ class TurnProvider(abc.ABC):
         ``model``, ``voice``, ``wire_format`` (keys that are unknown are left out). No I/O."""
         return {}
 
-    async def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
-        """One-shot synthesis of a whole text, streamed as it is generated (PCM16 at ``sample_rate``).
+    def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> Synthesis:
+        """One-shot synthesis of a whole text, streamed as it is generated (PCM16 at ``sample_rate``): a
+        :class:`Synthesis` (iterate it; nothing happens before the first ``__anext__``).
 
         The default runs one turn; providers with a better one-shot transport (Nineninesix ``POST /tts/sse``)
         override it. Used by LiveKit's ``ChunkedStream`` and Pipecat's HTTP service.
         """
+        return Synthesis(lambda synthesis: self._synthesize_on_a_turn(synthesis, text, sample_rate, overrides))
+
+    async def _synthesize_on_a_turn(
+        self, synthesis: Synthesis, text: str, sample_rate: int, overrides: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
         turn = await self.open_turn(sample_rate=sample_rate, **overrides)
         try:
             await turn.send(text)
@@ -182,7 +219,9 @@ class TurnProvider(abc.ABC):
             async for pcm in turn:
                 yield pcm
         finally:
-            if not turn.done:
+            if not turn.done:  # given up (the caller's timeout, a cancel): what the turn still holds
+                rest = turn.take_received()
+                synthesis.hold(lambda: rest)
                 await turn.cancel()
 
     async def prewarm(self, sample_rate: int | None = None) -> None:  # noqa: B027 - optional hook

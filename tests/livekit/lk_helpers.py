@@ -143,3 +143,19 @@ async def stream_until_error(
     with pytest.raises(APIError) as info:
         await asyncio.wait_for(run(), BOUND)
     return events, info.value
+
+
+async def synthesize_until_error(
+    t: tts.TTS, text: str, conn_options: APIConnectOptions
+) -> tuple[list[tts.SynthesizedAudio], BaseException]:
+    """Run one ``synthesize()`` that must fail; return the frames delivered before the failure and the error."""
+    events: list[tts.SynthesizedAudio] = []
+
+    async def run() -> None:
+        async with t.synthesize(text, conn_options=conn_options) as stream:
+            async for ev in stream:
+                events.append(ev)
+
+    with pytest.raises(APIError) as info:
+        await asyncio.wait_for(run(), BOUND)
+    return events, info.value

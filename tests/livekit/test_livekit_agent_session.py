@@ -8,10 +8,13 @@ started with ``generate_reply`` / ``say`` and cut with ``session.interrupt()``, 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterator
 
 import pytest
 from livekit.agents import tts
+from livekit.agents.metrics import TTSMetrics
+from livekit.agents.metrics.usage import TTSModelUsage
 from session_helpers import (
     BOUND,
     Harness,
@@ -166,3 +169,73 @@ async def test_update_options_between_replies_takes_effect(paced: Emulator, prov
             assert _norm(h.assistant_messages()[-1].text_content or "") == NEXT
     finally:
         await t.aclose()
+
+
+@pytest.mark.parametrize(
+    ("provider", "marker"),
+    [
+        ("nineninesix", "[[error:generation_failed:20]]"),
+        ("nineninesix", "[[drop:20]]"),
+        ("kitta", "[[kitta:error_after_audio]]"),  # in its second sentence: after its first frame
+    ],
+    ids=["nineninesix-error", "nineninesix-drop", "kitta-error"],
+)
+async def test_a_reply_failing_after_audio_plays_all_the_audio_received(
+    paced: Emulator, provider: str, marker: str
+) -> None:
+    # LiveKit's emitter holds the frame it is assembling (up to 200 ms) and drops it with the emitter when
+    # the stream raises: 0.8 s received, 0.66 s played. The plugin ends the emitter's input and waits for it
+    # before raising, so the user hears all the audio the server sent.
+    emu = paced
+    t = make_provider_tts(emu, provider)
+    if provider == "kitta":
+        reply = f"Sure, I can help with that. Your table {marker} for four is booked for eight tonight."
+    else:
+        reply = f"Sure, I can help {marker} with that. Your table for four is booked for eight tonight."
+    try:
+        async with agent_session(t, {"go": reply}) as h:
+            handle = h.session.generate_reply(user_input="go")
+            await asyncio.wait_for(handle.wait_for_playout(), BOUND)
+            seg = h.player.segments[-1]
+    finally:
+        await t.aclose()
+    if provider == "nineninesix":
+        received = emu.stats.chunks_sent * emu.config.chunk_ms / 1000  # 20 chunks: 0.8 s
+        assert received == pytest.approx(0.8)
+    else:  # the first sentence whole, then the frames of the second before the error
+        first, chunk = tone_duration("Sure, I can help with that."), emu.config.kitta.chunk_ms / 1000
+        received = first + (emu.stats.kitta_audio_frames - math.ceil(first / chunk - 1e-9)) * chunk
+        assert received > first
+    # (+10 ms: LiveKit ends a segment whose audio its flush timer already sent with a 10 ms silent marker)
+    assert received - 0.002 <= seg.played <= received + 0.012, (seg.played, received)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_barged_in_reply_reaches_the_sessions_metrics_as_cancelled_with_its_bill(
+    paced: Emulator, provider: str
+) -> None:
+    # LiveKit emits no TTSMetrics for an interrupted reply (nor does its Cartesia plugin): the characters
+    # billed for it would reach no metrics_collected listener nor LiveKit's usage collector.
+    emu = paced
+    t = make_provider_tts(emu, provider)
+    collected: list[TTSMetrics] = []
+    t.on("metrics_collected", collected.append)
+    try:
+        async with agent_session(t, REPLIES) as h:
+            handle = h.session.generate_reply(user_input="book")
+            await h.player.wait_played(BARGE_IN_AT)
+            await asyncio.wait_for(h.session.interrupt(), BOUND)
+            await asyncio.wait_for(handle.wait_for_playout(), BOUND)
+            await asyncio.wait_for(h.session.aclose(), BOUND)  # the cut stream is closed by now
+            [usage] = [u for u in h.session.usage.model_usage if isinstance(u, TTSModelUsage)]
+    finally:
+        await t.aclose()
+    [metrics] = collected
+    assert metrics.cancelled is True and metrics.audio_duration > BARGE_IN_AT
+    if provider == "kitta":  # the segments whose audio arrived
+        billed = emu.stats.kitta_units_committed
+    else:  # all text sent for the context
+        billed = emu.stats.credits_charged - emu.stats.credits_refunded
+    assert metrics.characters_count == billed > 0
+    # LiveKit's usage collector (session.usage, session_usage_updated) counted the bill
+    assert usage.characters_count == billed and usage.audio_duration == metrics.audio_duration

@@ -28,6 +28,7 @@ from lk_helpers import (
     run_stream,
     run_synthesize,
     stream_until_error,
+    synthesize_until_error,
     timed_words,
     tone_len,
     window,
@@ -431,20 +432,27 @@ async def test_a_turn_failing_after_audio_still_delivers_every_chunk_received(
 
 async def test_synthesize_cut_after_audio_still_delivers_every_event_received(emu: Emulator) -> None:
     t = make_tts(emu)
-    events: list[tts.SynthesizedAudio] = []
-
-    async def run() -> None:
-        opts = APIConnectOptions(max_retry=0, timeout=5.0)
-        async with t.synthesize(f"{S1} [[drop:10]]", conn_options=opts) as stream:
-            async for ev in stream:
-                events.append(ev)
-
     try:
-        with pytest.raises(APIError) as info:
-            await asyncio.wait_for(run(), BOUND)
+        opts = APIConnectOptions(max_retry=0, timeout=5.0)
+        events, err = await synthesize_until_error(t, f"{S1} [[drop:10]]", opts)
     finally:
         await t.aclose()
-    assert info.value.retryable is False
+    assert isinstance(err, APIError) and err.retryable is False
     sent = 10 * emu.config.chunk_ms / 1000  # [[drop:10]]: the body is cut after its 10th event
+    got = duration_of(events)
+    assert sent - 0.002 <= got <= sent + 0.012, (got, sent)
+
+
+async def test_synthesize_given_up_by_its_own_timeout_still_delivers_every_event_received(emu: Emulator) -> None:
+    # The server stalls mid-body: the plugin's timeout gives the synthesis up. The resampler (22050 -> 24000
+    # Hz) still holds its filter's tail of the audio received (~18 ms): it is delivered before the error.
+    t = make_tts(emu)
+    try:
+        opts = APIConnectOptions(max_retry=0, timeout=0.3)
+        events, err = await synthesize_until_error(t, f"{S1} [[stall:10]]", opts)
+    finally:
+        await t.aclose()
+    assert isinstance(err, APITimeoutError) and err.retryable is False
+    sent = 10 * emu.config.chunk_ms / 1000  # [[stall:10]]: the body stalls after its 10th event
     got = duration_of(events)
     assert sent - 0.002 <= got <= sent + 0.012, (got, sent)

@@ -116,6 +116,7 @@ async def test_empty_stream_opens_no_context(emu: Emulator) -> None:
     assert emu.stats.messages == []
 
 
+@pytest.mark.deprecated_use("handling multiple segments in a single instance is deprecated")
 async def test_flush_ends_the_turn_and_later_text_is_dropped(emu: Emulator) -> None:
     """LiveKit 1.8 keeps one segment per stream: text after a flush is dropped, so the flush ends the turn."""
     t = make_tts(emu)
@@ -201,7 +202,8 @@ async def test_barge_in_cancels_the_context_and_the_next_turn_reuses_the_socket(
             assert got == pytest.approx(tone_frequency(S2), rel=0.02)
     assert duration_of(events) == pytest.approx(tone_len(S2), abs=0.03)
     assert emu.stats.ws_connections == 1, "the next turn must not reconnect"
-    assert len(ev.metrics) == 1, "an interrupted stream emits no metrics (LiveKit), the next one does"
+    # LiveKit emits no metrics for an interrupted stream; the plugin emits them, cancelled (issue 19)
+    assert [m.cancelled for m in ev.metrics] == [True, False]
     assert ev.errors == []
 
 
@@ -239,7 +241,7 @@ async def test_barge_in_the_way_agent_session_does_it(emu: Emulator) -> None:
     check_stream_events(t, events)
     assert duration_of(events) == pytest.approx(tone_len(S2), abs=0.03)
     assert emu.stats.ws_connections == 1
-    assert len(ev.metrics) == 1 and ev.errors == []
+    assert [m.cancelled for m in ev.metrics] == [True, False] and ev.errors == []  # (cut: issue 19)
     await wait_until(lambda: emu.stats.ws_open == 0)
 
 

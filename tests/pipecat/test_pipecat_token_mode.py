@@ -2,7 +2,7 @@
 
 The LLM streams "4", "2": a transform that rewrites numbers must see "42" once (not "4" then "2"), the
 provider must be sent the rewritten clause, and the LLM context must keep the words as the LLM wrote them.
-All through Pipecat's public API (``text_transforms=``, ``text_filters=``) against the emulator.
+All through Pipecat's public API (``text_transforms=``) against the emulator.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from pipecat.frames.frames import LLMFullResponseEndFrame, LLMFullResponseStartF
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from pipecat.services.tts_service import TextAggregationMode, TTSService
-from pipecat.utils.text.base_text_filter import BaseTextFilter
 
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator
 from ttsbridge.pipecat import KittaTTSService, NineninesixHttpTTSService
@@ -50,24 +49,16 @@ def number_transform(seen: list[str]) -> Callable[[str, str], Any]:
     return transform
 
 
-class UrlFilter(BaseTextFilter):
-    """Replaces every URL with "the link" (a filter must see a URL whole to recognise it)."""
+class UrlTransform:
+    """A text transform replacing every URL with "the link" (it must see a URL whole to recognise it). Was a
+    ``BaseTextFilter`` passed as ``text_filters=``, which Pipecat 1.14 deprecates for ``text_transforms=``."""
 
     def __init__(self) -> None:
         self.seen: list[str] = []
 
-    async def update_settings(self, settings: dict[str, Any]) -> None:
-        pass
-
-    async def filter(self, text: str) -> str:
+    async def __call__(self, text: str, text_type: str) -> str:
         self.seen.append(text)
         return re.sub(r"https?://[^\s,]+?(?=\.?(?:\s|$))", "the link", text)
-
-    async def handle_interruption(self) -> None:
-        pass
-
-    async def reset_interruption(self) -> None:
-        pass
 
 
 def token_turn(tokens: list[str]) -> list:
@@ -139,9 +130,11 @@ async def test_a_transform_sees_a_streamed_number_once(emu: Emulator, service: s
     assert " ".join(words_of(probe.frames)) == SPOKEN
 
 
-async def test_a_text_filter_sees_a_streamed_url_whole(emu: Emulator) -> None:
-    url_filter = UrlFilter()
-    tts = make_tts(emu, text_aggregation_mode=TOKEN, text_filters=[url_filter], stop_frame_timeout_s=60.0)
+async def test_a_text_transform_sees_a_streamed_url_whole(emu: Emulator) -> None:
+    url_filter = UrlTransform()
+    tts = make_tts(
+        emu, text_aggregation_mode=TOKEN, text_transforms=[("*", url_filter)], stop_frame_timeout_s=60.0
+    )
     context = LLMContext()
     _, up = await run(pipeline(tts, LLMAssistantAggregator(context)), token_turn(TOKENS))
 

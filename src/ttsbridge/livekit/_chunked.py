@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 
 from livekit.agents import APIConnectOptions, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._owner import StreamOwner
-from ttsbridge.livekit._waits import deliver_held_audio, within
+from ttsbridge.livekit._waits import cancel_pending, deliver_held_audio, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
+from ttsbridge.turns import Synthesis
 
 __all__ = ["TurnChunkedStream"]
 
@@ -40,9 +40,7 @@ class TurnChunkedStream(tts.ChunkedStream):
         overrides = owner._open_turn_kwargs()
         record = TurnRecord(owner._turn_provider, sample_rate=owner.sample_rate, overrides=overrides)
         record.add_characters(len(self._input_text))
-        agen: AsyncIterator[bytes] = owner._turn_provider.synthesize(
-            self._input_text, sample_rate=owner.sample_rate, **overrides
-        ).__aiter__()
+        agen = owner._turn_provider.synthesize(self._input_text, sample_rate=owner.sample_rate, **overrides)
         pushed = [False]  # audio reached the emitter (then LiveKit must not retry)
         try:
             await self._emit(agen, output_emitter, record, pushed)
@@ -60,18 +58,19 @@ class TurnChunkedStream(tts.ChunkedStream):
                 extra={"request_id": request_id},
             )
             if pushed[0]:  # what the emitter holds of the audio received goes out before the error
+                rest = agen.take_received()  # our timeout gave the synthesis up: what it still holds
+                if rest and not cancel_pending():
+                    output_emitter.push(rest)
                 await deliver_held_audio(output_emitter, max(self._conn_options.timeout, 1.0))
             raise err from None
         finally:
             record.apply(span, LIVEKIT_NAMES)
-            aclose = getattr(agen, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
+            with contextlib.suppress(Exception):
+                await agen.aclose()
 
     async def _emit(
         self,
-        agen: AsyncIterator[bytes],
+        agen: Synthesis,
         output_emitter: tts.AudioEmitter,
         record: TurnRecord,
         pushed: list[bool],

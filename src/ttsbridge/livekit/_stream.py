@@ -35,9 +35,28 @@ class TurnSynthesizeStream(tts.SynthesizeStream):
         self._tts: StreamOwner = tts
         #: the turn of the current attempt (tests and debugging)
         self.turn: Turn | None = None
+        self._attempt: _Attempt | None = None
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
-        await _Attempt(self, output_emitter).run()
+        self._attempt = _Attempt(self, output_emitter)
+        await self._attempt.run()
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        attempt = self._attempt
+        if attempt is None or attempt.turn is None or attempt.failed:  # (a failure's bill is on the event)
+            return
+        now = time.perf_counter()
+        started = self._started_time or now  # (LiveKit's, reset once its metrics are emitted)
+        first = attempt.first_audio_at
+        self._tts._report_cancelled(  # a barge-in: billed, so reported (see _usage)
+            attempt.request_id,
+            segment_id=attempt.turn.id or attempt.request_id,
+            ttfb=first - started if first is not None else -1.0,
+            duration=now - started,
+            acquire_time=self._acquire_time,
+            connection_reused=self._connection_reused,
+        )
 
 
 class _Attempt:
@@ -68,6 +87,8 @@ class _Attempt:
         self.turn: Turn | None = None
         self.span = current_span()  # LiveKit's tts_request_run span of this attempt
         self.record: TurnRecord | None = None
+        self.first_audio_at: float | None = None  # perf_counter of the first audio pushed
+        self.failed = False  # the attempt raised (not a cancellation)
 
     # -- the attempt
 
@@ -82,7 +103,7 @@ class _Attempt:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            failed = True
+            failed = self.failed = True
             if self.record is not None:
                 self.record.failed(exc)
             err = to_api_error(exc, audio_pushed=self.audio, secrets=owner._secrets)
@@ -206,6 +227,8 @@ class _Attempt:
                 continue
             pcm = join(pcm)
             push(pcm)
+            if not self.audio:
+                self.first_audio_at = time.perf_counter()
             self.audio = True
             if self.record is not None:
                 self.record.on_audio()

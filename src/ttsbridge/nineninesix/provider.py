@@ -30,7 +30,7 @@ from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
 from ttsbridge.policy.usage import NINENINESIX, TurnUsage, UsageMeter
-from ttsbridge.turns import Turn, TurnOutcome, TurnProvider
+from ttsbridge.turns import Synthesis, Turn, TurnOutcome, TurnProvider
 
 logger = logging.getLogger("ttsbridge.nineninesix")
 
@@ -376,20 +376,26 @@ class NineninesixTurnProvider(TurnProvider):
         )
         await self.client.prewarm(fmt)
 
-    async def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
+    def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> Synthesis:
         """One-shot synthesis, resampled to ``sample_rate``, yielded as the audio arrives.
 
         With a voice: ``POST /tts/sse``. Without one (``voice=None``, "the server's default voice"): one turn
         on the WebSocket, the only transport that has a default voice (``/tts/bytes`` and ``/tts/sse``
         require ``voice``, and no endpoint says which voice the default is, so it can't be looked up).
         """
+        return Synthesis(lambda synthesis: self._synthesize(synthesis, text, sample_rate, overrides))
+
+    async def _synthesize(
+        self, synthesis: Synthesis, text: str, sample_rate: int, overrides: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
         opts = self._resolve(overrides)
         if not opts.voice:
-            async for pcm in super().synthesize(text, sample_rate=sample_rate, **overrides):
+            async for pcm in self._synthesize_on_a_turn(synthesis, text, sample_rate, overrides):
                 yield pcm
             return
         fmt = opts.output_format(sample_rate)
         resampler = StreamResampler(fmt.sample_rate, sample_rate)
+        synthesis.hold(resampler.flush)  # given up mid-body (the caller's timeout): the filter's tail
         error: TTSBridgeError | None = None
         try:
             async for pcm in self.http.tts_sse(
@@ -400,6 +406,7 @@ class NineninesixTurnProvider(TurnProvider):
                     yield out
         except TTSBridgeError as exc:  # cut short: the audio received before the failure still goes out
             error = exc
+        synthesis.hold(None)
         tail = resampler.flush()
         if tail:
             yield tail

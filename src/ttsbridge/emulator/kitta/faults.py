@@ -27,7 +27,8 @@ class KittaFault:
 
 def parse_kitta_fault(spec: str) -> KittaFault:
     """Parse ``error=CODE[:retryable][:after_audio][:times=N]``, ``close=CODE[...]``, ``error_after_audio``,
-    ``stall``, ``delay=SECONDS``. Raises ValueError on anything else."""
+    ``stall[:after_audio]`` (after the segment's first audio frame: a server that stops mid-segment),
+    ``delay=SECONDS``. Raises ValueError on anything else."""
     parts = [p.strip() for p in spec.strip().split(":") if p.strip()]
     if not parts:
         raise ValueError("empty fault spec")
