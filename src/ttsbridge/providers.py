@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # (annotations only: NAMES stays cheap to import for the command line's parser)
+    from ttsbridge._options import ProviderOptions
     from ttsbridge.policy.usage import BillingRule
     from ttsbridge.turns import TurnProvider
 
@@ -65,7 +66,7 @@ class ProviderSpec:
     #: The per-turn billing rule (:mod:`ttsbridge.policy.usage`).
     billing: BillingRule
     #: The typed options model (frozen, validated; read by field, changed with ``update_options``).
-    options: type[Any]
+    options: type[ProviderOptions]
     #: The API has a server-side default voice (else a voice id is required).
     has_default_voice: bool
     turn_provider: TurnProviderFactory
