@@ -1,12 +1,28 @@
-"""Validated options: a pydantic base whose validation errors become :class:`TTSInvalidOptionError`."""
+"""Validated options: a pydantic base whose validation errors become :class:`TTSInvalidOptionError`, and
+:class:`ProviderOptions`, what every provider's options model answers by field."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ttsbridge.errors import TTSInvalidOptionError
+
+
+class ProviderOptions(Protocol):
+    """What the framework adapters read of any provider's options model, by field (the model is frozen and
+    validated; a change is a validated copy, made by ``TurnProvider.update_options``)."""
+
+    @property
+    def voice(self) -> str | None:
+        """The voice turns speak with (None: the server's default voice)."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The model id."""
+        ...
 
 
 def invalid_option_from(

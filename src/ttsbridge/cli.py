@@ -13,6 +13,7 @@ from typing import Any
 
 from ttsbridge import __version__
 from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
+from ttsbridge.providers import NAMES
 
 DESCRIPTION = """\
 ttsbridge: streaming text-to-speech (Nineninesix, Kitta) for Pipecat and LiveKit Agents.
@@ -42,45 +43,33 @@ def _progress(msg: str) -> None:
 @contextlib.asynccontextmanager
 async def _target(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | None, Any]]:
     """(base_url, api_key, emulator or None): the real service given a key or URL, else the emulator."""
-    from ttsbridge.kitta.client import API_KEY_ENV as KITTA_KEY_ENV
-    from ttsbridge.nineninesix.catalog import API_KEY_ENV as NINENINESIX_KEY_ENV
+    from ttsbridge import providers
 
-    env_key = KITTA_KEY_ENV if args.provider == "kitta" else NINENINESIX_KEY_ENV
-    key = args.api_key or os.environ.get(env_key)
+    spec = providers.get(args.provider)
+    key = args.api_key or os.environ.get(spec.key_env)
     if args.base_url or (key and not args.emulator):
-        if args.base_url:
-            yield args.base_url, key, None
-        else:
-            from ttsbridge.kitta.models import DEFAULT_BASE_URL as KITTA_URL
-            from ttsbridge.nineninesix.models import DEFAULT_BASE_URL
-
-            yield (KITTA_URL if args.provider == "kitta" else DEFAULT_BASE_URL), key, None
+        yield (args.base_url or spec.default_base_url), key, None
         return
     from ttsbridge.emulator import Emulator, EmulatorConfig
 
     async with Emulator(EmulatorConfig(realtime_factor=args.realtime_factor, log_messages=False)) as emu:
-        key = emu.config.kitta.a_valid_key() if args.provider == "kitta" else emu.api_key
-        yield emu.base_url, key, emu
+        yield emu.base_url, emu.api_key_for(spec.name), emu
 
 
 def _provider(args: argparse.Namespace, base_url: str, key: str | None, emu: Any = None) -> Any:
-    if args.provider == "kitta":
-        from ttsbridge.kitta.provider import KittaOptions, KittaTurnProvider
+    from ttsbridge import providers
 
-        voice = args.voice
+    spec = providers.get(args.provider)
+    voice = args.voice
+    if not spec.has_default_voice:
         if not voice and emu is not None:
             from ttsbridge.emulator import SPEECH_VOICE_ID, TONE_VOICE_ID, speech_available
 
             voice = SPEECH_VOICE_ID if speech_available() else TONE_VOICE_ID
         if not voice:
-            raise TTSInvalidOptionError("--voice", None, "a Kitta voice id (Kitta has no default voice)")
-        return KittaTurnProvider(key, base_url=base_url, options=KittaOptions(voice_id=voice))
-    from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
-
-    opts: dict[str, Any] = {"encoding": args.encoding}
-    if args.voice:
-        opts["voice"] = args.voice
-    return NineninesixTurnProvider(key, base_url=base_url, options=NineninesixOptions(**opts))
+            name = spec.display_name
+            raise TTSInvalidOptionError("--voice", None, f"a {name} voice id ({name} has no default voice)")
+    return spec.turn_provider(key, base_url=base_url, voice=voice, encoding=args.encoding)
 
 
 async def _say(args: argparse.Namespace) -> int:
@@ -168,14 +157,12 @@ async def _emulator(args: argparse.Namespace) -> int:
 
 
 async def _voices(args: argparse.Namespace) -> int:
-    from ttsbridge.nineninesix import NineninesixHTTP
+    from ttsbridge import providers
 
+    list_voices = providers.get(args.provider).list_voices
+    assert list_voices is not None  # main() refused the others
     async with _target(args) as (base_url, key, _emu):
-        http = NineninesixHTTP(key, base_url=base_url)
-        try:
-            voices = await http.list_voices()
-        finally:
-            await http.aclose()
+        voices = await list_voices(key, base_url)
     for v in voices:
         print(f"{v.get('id', ''):40} {v.get('name', '')}  {v.get('language', '')}")
     return 0
@@ -231,10 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _target_opts(
-    sp: argparse.ArgumentParser, *, providers: tuple[str, ...] = ("nineninesix", "kitta")
-) -> None:
-    sp.add_argument("--provider", choices=providers, default="nineninesix")
+def _target_opts(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--provider", choices=NAMES, default=NAMES[0])
     sp.add_argument("--api-key", help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)")
     sp.add_argument(
         "--base-url", help="service URL; with neither key nor URL the built-in emulator is used"
@@ -286,8 +271,8 @@ def _add_emulator(sub: Any) -> None:  # argparse's _SubParsersAction
 
 def _add_voices(sub: Any) -> None:  # argparse's _SubParsersAction
     voices = sub.add_parser("voices", help="list Nineninesix voices (Kitta has no voice listing)")
-    _target_opts(voices, providers=("nineninesix",))
-    voices.set_defaults(func=_voices)
+    _target_opts(voices)
+    voices.set_defaults(func=_voices, parser=voices)
 
 
 
@@ -298,10 +283,19 @@ def _add_demo(sub: Any) -> None:  # argparse's _SubParsersAction
     demo.add_argument("--api-key")
     demo.add_argument("--base-url")
     demo.add_argument("--voice")
-    demo.add_argument("--provider", choices=("nineninesix", "kitta"), default="nineninesix")
+    demo.add_argument("--provider", choices=NAMES, default=NAMES[0])
     demo.add_argument("--sample-rate", type=int, default=24000, help="pipeline output rate (default: 24000)")
     demo.add_argument("--verbose", "-v", action="store_true", help="show Pipecat's debug log")
     demo.set_defaults(func=_demo)
+
+
+def _refuse_without_voice_listing(parser: argparse.ArgumentParser, provider: str) -> None:
+    """``voices --provider P`` where P's API has no voice listing: a usage error, as argparse words one."""
+    from ttsbridge import providers
+
+    if providers.get(provider).list_voices is None:
+        listing = ", ".join(repr(n) for n in NAMES if providers.get(n).list_voices is not None)
+        parser.error(f"argument --provider: invalid choice: {provider!r} (choose from {listing})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -310,6 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    if args.func is _voices:
+        _refuse_without_voice_listing(args.parser, args.provider)
     try:
         return asyncio.run(args.func(args))
     except KeyboardInterrupt:

@@ -35,11 +35,11 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
+from ttsbridge import providers
 from ttsbridge._redact import redact
 from ttsbridge.audio.wav import write_wav
-from ttsbridge.kitta.client import API_KEY_ENV as KITTA_KEY_ENV
-from ttsbridge.nineninesix.catalog import API_KEY_ENV as NNS_KEY_ENV
 from ttsbridge.policy.usage import TurnUsage, UsageTotals
+from ttsbridge.providers import ProviderSpec
 
 __all__ = ["DEMO_TEXT", "DemoStats", "ScriptedLLM", "run_demo"]
 
@@ -150,7 +150,7 @@ async def run_demo(
     encoding: str = "pcm_s16le",
     token_delay_s: float = 0.0,
     timeout_s: float = 120.0,
-    provider: str = "nineninesix",
+    provider: str = providers.NAMES[0],
     **tts_kwargs: Any,
 ) -> DemoStats:
     """Speak ``text`` through a Pipecat pipeline (scripted LLM -> our TTS service) into ``out_path``.
@@ -167,18 +167,23 @@ async def run_demo(
         encoding: Nineninesix wire encoding (``pcm_s16le``, ``pcm_mulaw``, ``pcm_alaw``).
         token_delay_s: pause between LLM tokens, to mimic a real LLM's pace.
         timeout_s: bound on the whole run.
-        provider: ``"nineninesix"`` (``NineninesixTTSService``) or ``"kitta"`` (``KittaTTSService``).
+        provider: a registered provider (:data:`ttsbridge.providers.NAMES`; ``"nineninesix"`` by default):
+            its Pipecat WebSocket service (the spec's ``pipecat_service``).
         **tts_kwargs: more service arguments (``text_aggregation_mode``...).
 
     Returns:
         :class:`DemoStats`; ``errors`` lists the pipeline's error texts (keys redacted).
     """
-    if provider not in ("nineninesix", "kitta"):
-        raise ValueError(f"invalid provider={provider!r}; allowed: 'nineninesix', 'kitta'")
+    if provider not in providers.NAMES:
+        allowed = ", ".join(repr(n) for n in providers.NAMES)
+        raise ValueError(f"invalid provider={provider!r}; allowed: {allowed}")
+    spec = providers.get(provider)
     text = text if text and text.strip() else DEMO_TEXT
-    target = await _Target.open(provider, base_url, api_key, voice)
+    target = await _Target.open(spec, base_url, api_key, voice)
     try:
-        tts = _make_tts(provider, target, encoding, tts_kwargs)
+        tts = spec.pipecat_service(
+            target.api_key, base_url=target.base_url, voice=target.voice, encoding=encoding, **tts_kwargs
+        )
         usages: list[TurnUsage] = []
 
         @tts.event_handler("on_turn_usage")
@@ -239,9 +244,9 @@ class _Target:
 
     @classmethod
     async def open(
-        cls, provider: str, base_url: str | None, api_key: str | None, voice: str | None
+        cls, spec: ProviderSpec, base_url: str | None, api_key: str | None, voice: str | None
     ) -> _Target:
-        secrets_env = (os.environ.get(NNS_KEY_ENV), os.environ.get(KITTA_KEY_ENV))
+        secrets_env = tuple(os.environ.get(providers.get(name).key_env) for name in providers.NAMES)
         if base_url is not None:
             return cls(base_url, api_key, voice, base_url, (api_key, *secrets_env))
         from ttsbridge.emulator import (
@@ -253,31 +258,14 @@ class _Target:
         )
 
         emulator = await Emulator(EmulatorConfig()).start()
-        if provider == "kitta":
-            api_key = emulator.config.kitta.a_valid_key()
+        api_key = emulator.api_key_for(spec.name)
+        if not spec.has_default_voice:
             voice = voice or (SPEECH_VOICE_ID if speech_available() else TONE_VOICE_ID)
-        else:
-            api_key = emulator.api_key
         return cls(emulator.base_url, api_key, voice, "emulator", (api_key, *secrets_env), emulator)
 
     async def close(self) -> None:
         if self.emulator is not None:
             await self.emulator.stop()
-
-
-def _make_tts(provider: str, target: _Target, encoding: str, tts_kwargs: dict[str, Any]) -> Any:
-    """The provider's Pipecat WebSocket service, speaking to ``target``."""
-    if provider == "kitta":
-        from ttsbridge.pipecat.kitta import KittaTTSService
-
-        settings: Any = KittaTTSService.Settings(voice=target.voice)
-        return KittaTTSService(target.api_key, base_url=target.base_url, settings=settings, **tts_kwargs)
-    from ttsbridge.pipecat.nineninesix import NineninesixTTSService
-
-    settings = NineninesixTTSService.Settings(voice=target.voice) if target.voice else None
-    return NineninesixTTSService(
-        target.api_key, base_url=target.base_url, encoding=encoding, settings=settings, **tts_kwargs
-    )
 
 
 async def _run_pipeline(processors: list[Any], sample_rate: int, timeout_s: float) -> None:

@@ -23,26 +23,36 @@ from __future__ import annotations
 import abc
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
+from ttsbridge._options import ProviderOptions
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
 from ttsbridge.policy.usage import TurnEnd, TurnUsage
 
 #: How a turn ended: its audio completed, it was cancelled (barge-in), or it failed.
 TurnOutcome = Literal["done", "cancelled", "failed"]
+#: A provider's options model (``NineninesixOptions``, ``KittaOptions``).
+OptionsT = TypeVar("OptionsT", bound=ProviderOptions, covariant=True)
 
 
 class Turn(abc.ABC):
     """One utterance on the provider: one Nineninesix context, or one Kitta session."""
 
-    #: Provider-side id of the turn (Nineninesix ``context_id``, Kitta ``request_id``). Stable for the turn's
-    #: life; a provider that transparently retries on a fresh id updates it.
-    id: str
     #: Sample rate of the PCM16 the iterator yields.
     sample_rate: int
-    #: How many times the provider transparently retried the turn (a fresh context or session). A plain
-    #: attribute (providers count it in place); 0 for providers that never retry.
-    retries: int = 0
+
+    @property
+    @abc.abstractmethod
+    def id(self) -> str:
+        """Provider-side id of the turn (Nineninesix ``context_id``, Kitta ``request_id``). Read-only and read
+        live: a provider that transparently retries on a fresh id answers the current one (it is read off the
+        provider's record of the turn, not kept twice)."""
+
+    @property
+    def retries(self) -> int:
+        """How many times the provider transparently retried the turn (a fresh context or session), read off
+        the provider's record of the turn; 0 for providers that never retry."""
+        return 0
 
     @abc.abstractmethod
     async def send(self, text: str) -> None:
@@ -177,11 +187,18 @@ class Synthesis(AsyncIterator[bytes]):
         await self._body.aclose()  # type: ignore[attr-defined]
 
 
-class TurnProvider(abc.ABC):
+class TurnProvider(abc.ABC, Generic[OptionsT]):
     """Opens turns on one provider. Owns connections (pooled, reused across turns) and options."""
 
     #: Short provider name (``"nineninesix"``, ``"kitta"``), used in logs and metrics.
     provider: str = ""
+
+    @property
+    @abc.abstractmethod
+    def options(self) -> OptionsT:
+        """The options of the turns opened from now on: the provider's frozen options model, read by field
+        (``voice`` and ``model`` for every provider, see :class:`~ttsbridge._options.ProviderOptions`);
+        :meth:`update_options` replaces it with a validated copy."""
 
     @abc.abstractmethod
     async def open_turn(self, *, sample_rate: int, **overrides: Any) -> Turn:
@@ -193,7 +210,8 @@ class TurnProvider(abc.ABC):
 
     @abc.abstractmethod
     def update_options(self, **options: Any) -> None:
-        """Change options for turns opened from now on. Validated at once."""
+        """Change options for turns opened from now on: :attr:`options` becomes a copy with ``options`` (option
+        fields) changed, validated at once (TTSInvalidOptionError, and nothing changes)."""
 
     def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
         """What a turn (or one-shot synthesis) opened now with these arguments would use, for tracing:
@@ -224,7 +242,7 @@ class TurnProvider(abc.ABC):
                 synthesis.hold(lambda: rest)
                 await turn.cancel()
 
-    async def prewarm(self, sample_rate: int | None = None) -> None:  # noqa: B027 - optional hook
+    async def prewarm(self, sample_rate: int | None = None) -> None:
         """Open what the next turn will need (a connection, a standby session) ahead of time.
 
         ``sample_rate`` is the rate turns will be opened with, for providers whose connections depend on it

@@ -49,10 +49,13 @@ from ttsbridge.turns import Turn
 class _Buffered(Turn):
     def __init__(self, inner: Turn) -> None:
         self._inner = inner
-        self.id = inner.id
         self.sample_rate = inner.sample_rate
         self._ready: collections.deque[bytes] = collections.deque()
         self.chunks = 0
+
+    @property
+    def id(self) -> str:  # Turn.id is a read-only property (the inner turn's, read live)
+        return self._inner.id
 
     async def send(self, text: str) -> None:
         await self._inner.send(text)

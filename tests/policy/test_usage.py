@@ -1,18 +1,14 @@
-"""The per-turn usage ledger (:mod:`ttsbridge.policy.usage`): each provider's billing rules, as a table."""
+"""The per-turn usage ledger (:mod:`ttsbridge.policy.usage`): each provider's billing rules (in its own
+package, found through :mod:`ttsbridge.providers`), as a table."""
 
 from __future__ import annotations
 
 import pytest
 
-from ttsbridge.policy.usage import (
-    KITTA,
-    NINENINESIX,
-    TurnEnd,
-    TurnUsage,
-    UsageMeter,
-    UsageTotals,
-    billing_rule,
-)
+from ttsbridge.kitta.billing import KITTA
+from ttsbridge.nineninesix.billing import NINENINESIX
+from ttsbridge.policy.usage import TurnEnd, TurnUsage, UsageMeter, UsageTotals
+from ttsbridge.providers import billing_rule
 
 # A turn's life as a script of events: ("send", text) | ("flush",) | ("audio", s) | ("unit_done", units) |
 # ("heard", n) | ("done",) | ("cancelled",) | ("failed", code, by_server) | ("retry", by_server)

@@ -123,8 +123,16 @@ class Emulator:
 
     @property
     def api_key(self) -> str:
-        """A key this emulator accepts."""
+        """A key this emulator accepts (for the Nineninesix API)."""
         return self.config.a_valid_key()
+
+    def api_key_for(self, provider: str) -> str:
+        """A key this emulator accepts for ``provider``'s API, by the provider registry's names
+        (``"nineninesix"``, ``"kitta"``: the emulator's own wiring, it never imports the registry)."""
+        keys = {"nineninesix": self.config.a_valid_key, "kitta": self.config.kitta.a_valid_key}
+        if provider not in keys:
+            raise ValueError(f"the emulator serves {sorted(keys)}, not {provider!r}")
+        return keys[provider]()
 
     # -- faults
 

@@ -334,6 +334,15 @@ class KittaOptions(BaseModel):
                 fields[name] = value
         return StartRequest.model_validate(fields)
 
+    @property
+    def voice(self) -> str:
+        """The voice (``voice_id``), under the name every provider's options answer."""
+        return self.voice_id
+
+    def updated(self, **changes: Any) -> KittaOptions:
+        """A validated copy with ``changes`` applied (as every provider's options make one)."""
+        return self.with_overrides(**changes)
+
     def with_overrides(self, **overrides: Any) -> KittaOptions:
         """A copy with some fields changed, validated like a new instance."""
         if not overrides:

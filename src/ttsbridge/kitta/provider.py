@@ -41,7 +41,7 @@ def _check_rate(sample_rate: Any) -> int:
     return sample_rate
 
 
-class KittaTurnProvider(TurnProvider):
+class KittaTurnProvider(TurnProvider[KittaOptions]):
     """Turns on Kitta Realtime TTS v2, with an optional warm standby connection.
 
     Args:

@@ -10,9 +10,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import cast
 
 from ttsbridge.audio.resample import StreamResampler
-from ttsbridge.errors import TTSBridgeError
+from ttsbridge.errors import TTSAPIError, TTSBridgeError
+from ttsbridge.kitta.billing import KITTA, session_units
 from ttsbridge.kitta.client import KittaAudio, KittaGeneration
-from ttsbridge.kitta.protocol import SegmentStatus
 from ttsbridge.policy.usage import TurnEnd, TurnUsage
 from ttsbridge.turns import Turn, TurnOutcome
 
@@ -34,7 +34,7 @@ class KittaTurn(Turn):
         return f"KittaTurn(id={self.id!r}, sample_rate={self.sample_rate}, done={self.done})"
 
     @property
-    def id(self) -> str:  # type: ignore[override]
+    def id(self) -> str:
         return self._gen.request_id
 
     @property
@@ -92,7 +92,7 @@ class KittaTurn(Turn):
         return self.from_standby
 
     @property
-    def retries(self) -> int:  # type: ignore[override]
+    def retries(self) -> int:
         return self._gen.retries
 
     @property
@@ -110,31 +110,26 @@ class KittaTurn(Turn):
 
     @property
     def usage(self) -> TurnUsage:
-        """Kitta's rule, read off the session's segment statuses: a flushed segment is billed once its first
-        audio arrived (``delivering``/``done``; the server's ``usage`` units when it sent them), refunded
-        before that; a finished session bills the server's ``finish`` units. Earlier (retried) sessions add
-        the units their ``usage`` events reported (a retry never follows a part-delivered segment)."""
+        """Kitta's rule (:data:`~ttsbridge.kitta.billing.KITTA`) over the current session's units
+        (:func:`~ttsbridge.kitta.billing.session_units`: its segments and their statuses, or its ``finish``
+        count). Earlier (retried) sessions add the units their ``usage`` events reported (a retry never
+        follows a part-delivered segment)."""
         gen = self._gen
         proto = gen._proto  # the current session's protocol (the generation's own, also during a retry)
-        billed = gen.units  # earlier sessions' usage units, and this one's finish units once it finished
-        if proto.finish_units is None:
-            billed += sum(
-                seg.units if seg.units is not None else len(seg.text.strip())
-                for seg in proto.segments
-                if seg.status is not SegmentStatus.PENDING
-            )
-        reserved = sum(len(s.text.strip()) for s in proto.segments if s.status is SegmentStatus.PENDING)
+        earlier = gen.units - (proto.finish_units or 0)  # the facts add this session's finish units too
+        units = session_units(proto.segments, proto.finish_units)
         ended = self.outcome
+        basis = KITTA.basis(ended, by_server=isinstance(self.error, TTSAPIError))
         return TurnUsage(
-            provider="kitta",
+            provider=KITTA.provider,
             turn_id=self.id,
             characters_sent=self.characters_sent,
-            characters_billed=billed,
+            characters_billed=earlier + KITTA.billed(units, basis),
             characters_heard=self.characters_heard,
             audio_seconds=gen.audio_bytes / 2 / gen.sample_rate if gen.sample_rate else 0.0,
             ended=None if ended is None else TurnEnd(ended),
             error_code=self.error_code,
-            characters_reserved=0 if ended is not None else reserved,
+            characters_reserved=0 if ended is not None else KITTA.reserved(units, basis),
             retries=self.retries,
         )
 

@@ -117,16 +117,16 @@ class TurnTTS(StreamOwner):
         audio), starting from the prior (see :class:`~ttsbridge.policy.words.SpeechRate`)."""
         return self._speech_rate.chars_per_second
 
-    def _apply_option_changes(self, changes: dict[str, Any], *, voice_field: str) -> None:
-        """``update_options`` of the plugins: validate and apply ``changes`` on the provider, keep the metrics'
-        model name in step, and re-learn the speaking rate when the voice changed."""
+    def _apply_option_changes(self, changes: dict[str, Any]) -> None:
+        """``update_options`` of the plugins: validate and apply ``changes`` (provider option fields) on the
+        provider, keep the metrics' model name in step, and re-learn the speaking rate when the voice changed."""
         if not changes:
             return
-        provider: Any = self._turn_provider
-        before = getattr(provider.options, voice_field)
+        provider = self._turn_provider
+        before = provider.options.voice
         provider.update_options(**changes)
         self._model = provider.options.model
-        if getattr(provider.options, voice_field) != before:
+        if provider.options.voice != before:
             self._reset_rate()  # word timing re-learns the new voice's speaking rate
 
     def _reset_rate(self) -> None:

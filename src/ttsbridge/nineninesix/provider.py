@@ -25,11 +25,12 @@ import aiohttp
 from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
+from ttsbridge.nineninesix.billing import NINENINESIX
 from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
 from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
-from ttsbridge.policy.usage import NINENINESIX, TurnUsage, UsageMeter
+from ttsbridge.policy.usage import TurnUsage, UsageMeter
 from ttsbridge.turns import Synthesis, Turn, TurnOutcome, TurnProvider
 
 logger = logging.getLogger("ttsbridge.nineninesix")
@@ -74,7 +75,7 @@ class NineninesixTurn(Turn):
         )
 
     @property
-    def id(self) -> str:  # type: ignore[override]
+    def id(self) -> str:
         return self._ctx.id if self._ctx else ""
 
     @property
@@ -87,7 +88,7 @@ class NineninesixTurn(Turn):
         return self._ctx.facts
 
     @property
-    def retries(self) -> int:  # type: ignore[override]
+    def retries(self) -> int:
         return self._facts.retries if self._ctx else 0
 
     @property
@@ -128,7 +129,7 @@ class NineninesixTurn(Turn):
 
     @property
     def usage(self) -> TurnUsage:
-        """Nineninesix's rule (:data:`~ttsbridge.policy.usage.NINENINESIX`) over the current context's facts:
+        """Nineninesix's rule (:data:`~ttsbridge.nineninesix.billing.NINENINESIX`) over the current context's facts:
         every transcript of the turn is billed, also when cancelled; refunded when the server ends the turn
         with an error. An earlier context was retried only when the server billed nothing of it."""
         meter = UsageMeter(NINENINESIX, turn_id=self.id)
@@ -302,7 +303,7 @@ class NineninesixTurn(Turn):
                 await self._ctx.end()
 
 
-class NineninesixTurnProvider(TurnProvider):
+class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
     """Turns over pooled Nineninesix WebSocket connections; one-shot synthesis over ``POST /tts/sse`` (over one
     WebSocket turn when no voice is set: the HTTP endpoints require one).
 
@@ -332,7 +333,7 @@ class NineninesixTurnProvider(TurnProvider):
         wait_for_cancel_ack: bool = False,
         **client_kwargs: Any,
     ) -> None:
-        self.options = options or NineninesixOptions()
+        self._options = options or NineninesixOptions()
         self.client = NineninesixClient(api_key, base_url=base_url, **client_kwargs)
         self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
         self.concurrent_limit_retries = concurrent_limit_retries
@@ -344,6 +345,10 @@ class NineninesixTurnProvider(TurnProvider):
     def backoff(self) -> Backoff:
         """Between retries: ``retry_backoff * 2**(n-1)``, jittered to 0.5x-1.5x."""
         return Backoff(base=1.5 * self.retry_backoff, floor=1 / 3, cap=math.inf)
+
+    @property
+    def options(self) -> NineninesixOptions:
+        return self._options
 
     def __repr__(self) -> str:
         return f"NineninesixTurnProvider({self.client!r}, options={self.options!r})"
@@ -360,7 +365,7 @@ class NineninesixTurnProvider(TurnProvider):
         return turn
 
     def update_options(self, **options: Any) -> None:
-        self.options = self._resolve(options)
+        self._options = self._resolve(options)
 
     def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
         opts = self._resolve(overrides)

@@ -65,12 +65,9 @@ class _TurnServiceMixin:
     _failed_contexts: OrderedDict[str, None]
     _settings: TTSSettings
 
-    #: Settings field -> provider option name. Subclasses extend or rename.
-    settings_to_options: ClassVar[dict[str, str]] = {
-        "voice": "voice",
-        "model": "model",
-        "language": "language",
-    }
+    #: The settings that are provider options (a change applies to the turns opened after it); a subclass
+    #: that adds some says so here and in :meth:`_provider_options`.
+    turn_settings: ClassVar[frozenset[str]] = frozenset({"voice", "model", "language"})
 
     #: Whether TOKEN mode coalesces tokens into clauses before filters, transforms and ``Turn.send``, one
     #: request per clause (both providers render every send as a unit of its own: a Nineninesix transcript, a
@@ -139,14 +136,14 @@ class _TurnServiceMixin:
     # -- settings -----------------------------------------------------------------------------------------
 
     def _provider_options(self) -> dict[str, Any]:
-        """The provider options the current settings ask for."""
-        out: dict[str, Any] = {}
-        for field_name, option in self.settings_to_options.items():
-            value = getattr(self._settings, field_name, None)
-            if isinstance(value, Language):
-                value = self.language_to_service_language(value)
-            out[option] = value
-        return out
+        """The provider options the current settings ask for, by option field (a subclass whose provider
+        names them otherwise, or has more, overrides this)."""
+        s = self._settings
+        return {"voice": s.voice, "model": s.model, "language": self._service_language(s.language)}
+
+    def _service_language(self, language: Any) -> str | None:
+        """A language setting (a Pipecat ``Language``, a code, or None) as the provider's language option."""
+        return self.language_to_service_language(language) if isinstance(language, Language) else language
 
     def _sync_provider_options(self) -> None:
         """Push the settings to the provider; raises TTSInvalidOptionError for a bad value."""
@@ -174,7 +171,7 @@ class _TurnServiceMixin:
         if changed.keys() & {"voice", "model"}:
             # Another voice speaks at another rate.
             self._speech_rate.reset()
-        if changed.keys() & self.settings_to_options.keys():
+        if changed.keys() & self.turn_settings:
             await self._on_turn_settings_changed(changed)
         return changed
 

@@ -74,12 +74,7 @@ class KittaTTSService(TurnTTSService):
 
     Settings = KittaTTSSettings
     _settings: KittaTTSSettings
-    settings_to_options: ClassVar[dict[str, str]] = {
-        "voice": "voice_id",
-        "model": "model",
-        "language": "language",
-        **{name: name for name in _OPTIONAL},
-    }
+    turn_settings: ClassVar[frozenset[str]] = frozenset({"voice", "model", "language", *_OPTIONAL})
 
     def __init__(
         self,
@@ -99,10 +94,28 @@ class KittaTTSService(TurnTTSService):
         if not store.voice:
             raise TTSInvalidOptionError("voice", store.voice, "a Kitta voice id: Settings(voice=...)")
         # Language is pushed after Pipecat has converted it; the rest is validated here, before any I/O.
-        optional = {name: getattr(store, name) for name in _OPTIONAL if getattr(store, name) is not None}
-        options = KittaOptions(voice_id=store.voice, model=store.model, **optional)
+        options = KittaOptions(**_options_of(store, language=None))
         extra: dict[str, Any] = dict(provider_options or {})
         if base_url is not None:
             extra["base_url"] = base_url
         provider = KittaTurnProvider(key, options=options, standby=standby, **extra)
         super().__init__(provider=provider, settings=store, secrets=(key,), sample_rate=sample_rate, **kwargs)
+
+    def _provider_options(self) -> dict[str, Any]:
+        return _options_of(self._settings, language=self._service_language(self._settings.language))
+
+
+def _options_of(store: KittaTTSSettings, *, language: str | None) -> dict[str, Any]:
+    """The :class:`KittaOptions` fields the settings ask for (``voice`` is ``voice_id``; None: left out)."""
+    return {
+        "voice_id": store.voice,
+        "model": store.model,
+        "language": language,
+        "speed": store.speed,
+        "volume": store.volume,
+        "emotion": store.emotion,
+        "latency": store.latency,
+        "chunk_length": store.chunk_length,
+        "instructions": store.instructions,
+        "optimize_instructions": store.optimize_instructions,
+    }

@@ -1,17 +1,12 @@
 """A per-turn usage ledger: what was sent, what the provider bills for it, what the user heard. Pure.
 
-Cost is what operators ask about, and the two providers bill differently:
+Cost is what operators ask about, and providers bill differently.
 
-* **Nineninesix** (:data:`NINENINESIX`): every transcript is a unit billed when it arrives (1 credit per
-  character of the transcript; the server trims it), confirmed on ``done``, refunded when the server ends it
-  with an ``error`` (an error frame, or a socket-closing catalog error; HTTP: 502 "pre-charge refunded").
-  Cancelled text stays billed ("all text sent for the context is billed"), and so does text of a turn the
-  client gave up on (its own timeout, a dropped socket): no page promises a refund for those.
-* **Kitta** (:data:`KITTA`): text accumulates until a flush; each non-empty flushed segment is a unit,
-  reserved at the flush, committed (billed) at its first audio frame, refunded if the session ends before any
-  of its audio (failure, cancel, the client leaving). A finished session has committed every segment. Units
-  are characters of the segment without leading/trailing whitespace (docs/kitta.md: the page does not define
-  them); a server ``usage`` count replaces the estimate.
+Each provider's rule is a :class:`BillingRule` in its own package (``ttsbridge/<provider>/billing.py``),
+found by name through the provider registry (:func:`ttsbridge.providers.billing_rule`); this module only
+applies rules. A rule says what a unit is (every send, or the text between flushes) and which units are
+billed while the turn is open and once it ended (all, those whose first audio arrived, none); a server's
+count of a unit replaces the estimate (characters without leading/trailing whitespace).
 
 How it is meant to be fed (one :class:`UsageMeter` per :class:`~ttsbridge.turns.Turn`, owned by whatever
 holds the turn's state, i.e. the provider's protocol object; ``Turn.usage`` then returns ``meter.usage``, a
@@ -32,8 +27,8 @@ frozen snapshot, cheaply at any time):
 
 Where it is fed today (``Turn.usage``): Nineninesix builds a meter at each snapshot from the current context's
 facts (the protocol's record of the turn's texts and audio) and the turn's outcome (:meth:`UsageMeter.settle`);
-Kitta reads the session protocol's segment statuses directly (the same rule: :data:`KITTA`); the adapters add
-the characters heard through ``Turn.note_heard``.
+Kitta applies its rule (:meth:`BillingRule.billed`) to the units its session protocol records (the segments and
+their statuses: ``kitta/billing.py``); the adapters add the characters heard through ``Turn.note_heard``.
 """
 
 from __future__ import annotations
@@ -41,18 +36,17 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 __all__ = [
-    "KITTA",
-    "NINENINESIX",
+    "FAILED_BY_SERVER",
+    "FAILED_LOCALLY",
     "Billed",
     "BillingRule",
+    "BillingUnit",
     "TurnEnd",
     "TurnUsage",
     "UsageMeter",
     "UsageTotals",
-    "billing_rule",
 ]
 
 
@@ -71,8 +65,18 @@ class Billed(str, enum.Enum):
 
 
 #: Ending keys of a rule's table: a failure counts as the server's when it reported it.
-_FAILED_BY_SERVER = "failed_by_server"
-_FAILED_LOCALLY = "failed_locally"
+FAILED_BY_SERVER = "failed_by_server"
+FAILED_LOCALLY = "failed_locally"
+
+
+@dataclass
+class BillingUnit:
+    """One billable unit of a turn: its characters (the server's count once it reported one), whether its
+    first audio arrived, whether the server reported it complete."""
+
+    chars: int
+    audio: bool = False
+    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,42 +91,31 @@ class BillingRule:
     #: Billed once it ended: keys ``done``, ``cancelled``, ``failed_by_server``, ``failed_locally``.
     ended: Mapping[str, Billed]
 
+    def basis(self, outcome: str | None, *, by_server: bool = False) -> Billed:
+        """Which units are billed for a turn's ``outcome`` as :class:`~ttsbridge.turns.Turn` reports it
+        (``"done"``, ``"cancelled"``, ``"failed"``; None: still open). ``by_server``: the server reported the
+        failure."""
+        if outcome is None:
+            return self.open
+        if outcome == "failed":
+            return self.ended[FAILED_BY_SERVER if by_server else FAILED_LOCALLY]
+        return self.ended[outcome]
 
-NINENINESIX = BillingRule(
-    provider="nineninesix",
-    unit_per_send=True,
-    open=Billed.ALL,
-    ended=MappingProxyType(
-        {
-            "done": Billed.ALL,
-            "cancelled": Billed.ALL,
-            _FAILED_BY_SERVER: Billed.NONE,
-            _FAILED_LOCALLY: Billed.ALL,
-        }
-    ),
-)
-KITTA = BillingRule(
-    provider="kitta",
-    unit_per_send=False,
-    open=Billed.AUDIO,
-    ended=MappingProxyType(
-        {
-            "done": Billed.ALL,
-            "cancelled": Billed.AUDIO,
-            _FAILED_BY_SERVER: Billed.AUDIO,
-            _FAILED_LOCALLY: Billed.AUDIO,
-        }
-    ),
-)
-_RULES = {rule.provider: rule for rule in (NINENINESIX, KITTA)}
+    @staticmethod
+    def billed(units: Iterable[BillingUnit], basis: Billed) -> int:
+        """Characters of ``units`` billed on ``basis``."""
+        if basis is Billed.ALL:
+            return sum(u.chars for u in units)
+        if basis is Billed.AUDIO:
+            return sum(u.chars for u in units if u.audio or u.done)
+        return 0
 
-
-def billing_rule(provider: str) -> BillingRule:
-    """The rule of ``provider`` (``"nineninesix"``, ``"kitta"``)."""
-    try:
-        return _RULES[provider]
-    except KeyError:
-        raise ValueError(f"provider must be one of {sorted(_RULES)}, got {provider!r}") from None
+    @classmethod
+    def reserved(cls, units: Iterable[BillingUnit], basis: Billed) -> int:
+        """Characters of ``units`` sent but not (yet) billed on ``basis``: while a turn is open, those waiting
+        for their first audio."""
+        listed = list(units)
+        return max(sum(u.chars for u in listed) - cls.billed(listed, basis), 0)
 
 
 @dataclass(frozen=True)
@@ -143,19 +136,12 @@ class TurnUsage:
 
 
 @dataclass
-class _Unit:
-    chars: int
-    audio: bool = False
-    done: bool = False
-
-
-@dataclass
 class UsageMeter:
     """Accumulates the usage of one turn from the events of its life (see the module docstring)."""
 
     rule: BillingRule
     turn_id: str = ""
-    _units: list[_Unit] = field(default_factory=list, init=False)
+    _units: list[BillingUnit] = field(default_factory=list, init=False)
     _settled: int = field(default=0, init=False)  # billed characters of earlier (retried) attempts
     _buffer_text: str = field(default="", init=False)  # Kitta: text since the last flush
     _sent: int = field(default=0, init=False)
@@ -206,7 +192,7 @@ class UsageMeter:
         self._end(TurnEnd.CANCELLED, "cancelled")
 
     def failed(self, code: str | None, *, by_server: bool) -> None:
-        if self._end(TurnEnd.FAILED, _FAILED_BY_SERVER if by_server else _FAILED_LOCALLY):
+        if self._end(TurnEnd.FAILED, FAILED_BY_SERVER if by_server else FAILED_LOCALLY):
             self._error_code = code
 
     def settle(self, outcome: str | None, code: str | None = None, *, by_server: bool = False) -> None:
@@ -224,7 +210,7 @@ class UsageMeter:
         """The attempt failed and the provider retries on a fresh context/session: settle its units."""
         if self._ended is not None:
             return
-        self._settled += self._billed(self.rule.ended[_FAILED_BY_SERVER if by_server else _FAILED_LOCALLY])
+        self._settled += self._billed(self.rule.ended[FAILED_BY_SERVER if by_server else FAILED_LOCALLY])
         self._units.clear()
         self._retries += 1
 
@@ -234,7 +220,7 @@ class UsageMeter:
     def usage(self) -> TurnUsage:
         basis = self.rule.open if self._ending_key is None else self.rule.ended[self._ending_key]
         billed = self._settled + self._billed(basis)
-        reserved = 0 if self._ended is not None else sum(u.chars for u in self._units) - self._billed(basis)
+        reserved = 0 if self._ended is not None else self.rule.reserved(self._units, basis)
         return TurnUsage(
             provider=self.rule.provider,
             turn_id=self.turn_id,
@@ -244,7 +230,7 @@ class UsageMeter:
             audio_seconds=self._audio_s,
             ended=self._ended,
             error_code=self._error_code,
-            characters_reserved=max(reserved, 0),
+            characters_reserved=reserved,
             retries=self._retries,
         )
 
@@ -253,17 +239,13 @@ class UsageMeter:
     def _add_unit(self, text: str) -> None:
         chars = len(text.strip())
         if chars and self._ended is None:
-            self._units.append(_Unit(chars))
+            self._units.append(BillingUnit(chars))
 
-    def _head(self) -> _Unit | None:
+    def _head(self) -> BillingUnit | None:
         return next((u for u in self._units if not u.done), None)
 
     def _billed(self, basis: Billed) -> int:
-        if basis is Billed.ALL:
-            return sum(u.chars for u in self._units)
-        if basis is Billed.AUDIO:
-            return sum(u.chars for u in self._units if u.audio or u.done)
-        return 0
+        return self.rule.billed(self._units, basis)
 
     def _end(self, end: TurnEnd, key: str) -> bool:
         if self._ended is not None:

@@ -7,10 +7,12 @@ from typing import Any
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
+from ttsbridge import providers
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
+from ttsbridge.livekit._plugin import given
 
 from .log import logger
 from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
@@ -19,11 +21,10 @@ ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
 
 
-class TTS(PluginTTS):
+class TTS(PluginTTS[KittaOptions]):
     label = "kitta.TTS"
-    provider_name = "Kitta"
+    provider_name = providers.get("kitta").display_name
     plugin_logger = logger
-    option_names = {"voice": "voice_id"}
 
     def __init__(
         self,
@@ -103,4 +104,17 @@ class TTS(PluginTTS):
     ) -> None:
         """Change options for turns opened from now on (validated at once; they apply from the next turn).
         ``None`` clears an optional field."""
-        self._update_given(locals())
+        self._apply_option_changes(
+            given(
+                voice_id=voice,
+                model=model,
+                language=language,
+                speed=speed,
+                volume=volume,
+                emotion=emotion,
+                latency=latency,
+                chunk_length=chunk_length,
+                instructions=instructions,
+                optimize_instructions=optimize_instructions,
+            )
+        )

@@ -8,7 +8,9 @@ import aiohttp
 from livekit.agents import tokenize, tts, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
+from ttsbridge import providers
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
+from ttsbridge.livekit._plugin import given
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 from ttsbridge.nineninesix.client import resolve_api_key
 
@@ -34,12 +36,10 @@ def _job_http_session() -> aiohttp.ClientSession | None:
         return None
 
 
-class TTS(PluginTTS):
+class TTS(PluginTTS[NineninesixOptions]):
     label = "nineninesix.TTS"
-    provider_name = "Nineninesix"
+    provider_name = providers.get("nineninesix").display_name
     plugin_logger = logger
-    option_names = {"wire_sample_rate": "sample_rate"}
-    repr_fields = ("encoding",)
 
     def __init__(
         self,
@@ -120,4 +120,11 @@ class TTS(PluginTTS):
     ) -> None:
         """Change options for turns opened from now on (validated at once; a turn already open keeps its
         options)."""
-        self._update_given(locals())
+        self._apply_option_changes(
+            given(
+                voice=voice, model=model, language=language, encoding=encoding, sample_rate=wire_sample_rate
+            )
+        )
+
+    def _repr_options(self, options: NineninesixOptions) -> str:
+        return f", encoding={options.encoding!r}"
