@@ -110,6 +110,12 @@ class TTSTimeoutError(TTSBridgeError):
     category = ErrorCategory.TIMEOUT
 
 
+class TTSSilentConnectionError(TTSTimeoutError):
+    """The connection went silent while the server owed something, and a WebSocket ping got no answer in time:
+    the network path died without closing (a NAT or load balancer that forgot the flow, a changed network).
+    A timeout by category; the connection is dead, a new one can help."""
+
+
 # --- the default verdict of a server error, from its code and status ------------------------------------------
 
 #: Error codes that mean the credentials were rejected.

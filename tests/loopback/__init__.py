@@ -19,6 +19,9 @@ which answers with whatever it likes (:func:`send`, raw ``conn.send``, :func:`ig
 (:func:`nns_chunk`, :func:`kitta_ready`...) give the well-formed frames to start from. Either way
 ``srv.messages`` holds what the clients sent, ``srv.open_connections`` the connections not closed yet (a long
 ``close_timeout`` keeps a half-closed one counted) and ``srv.closed`` is set whenever one has ended.
+
+:class:`FaultProxy` (``proxy.py``) goes between a client and the server for the faults of a quiet network:
+blackholes, stalls, sliced writes, idle closes, cut handshakes.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from .common import (
 )
 from .kitta import kitta_encode, kitta_ready
 from .nineninesix import nns_chunk, nns_done, nns_error
+from .proxy import Fault, FaultProxy
 from .server import (
     SERVER_LOG,
     LoopbackServer,
@@ -60,6 +64,8 @@ __all__ = [
     "NNS_RATE",
     "SAMPLES_PER_CHUNK",
     "SERVER_LOG",
+    "Fault",
+    "FaultProxy",
     "LoopbackServer",
     "Mutation",
     "Script",

@@ -76,13 +76,14 @@ def stale_samples(pcm: bytes, n: int) -> int:
 
 
 def make_provider(provider: str, base_url: str, **kw: Any) -> NineninesixTurnProvider | KittaTurnProvider:
+    standby = kw.pop("standby", False)  # (Kitta's; a Nineninesix connection is pooled anyway)
     if provider == "nineninesix":
         opts = NineninesixOptions(voice=VOICE, sample_rate=NNS_RATE)
         return NineninesixTurnProvider(NNS_KEY, base_url=base_url, options=opts, retry_backoff=0.01,
                                        **{**NNS_CLIENT, **kw})  # fmt: skip
     opts = KittaOptions(voice_id=VOICE, model="fishaudio-s21pro-flash")
     return KittaTurnProvider(
-        KITTA_KEY, base_url=base_url, options=opts, standby=False, **{**KITTA_CLIENT, **kw}
+        KITTA_KEY, base_url=base_url, options=opts, standby=standby, **{**KITTA_CLIENT, **kw}
     )
 
 
@@ -280,6 +281,16 @@ def check_outcome(problems: list[str], label: str, out: Outcome, *, full: bool =
         problems.append(f"{label}: not a full clean turn ({out.kind}, {out.size} bytes, {out.error!r})")
     if any(s in out.text for s in SECRETS):
         problems.append(f"{label}: the key is in the exception text")
+
+
+async def check_left(problems: list[str], baseline: set[asyncio.Task[Any]], srv: Any) -> None:
+    """After ``aclose()``: no client task beyond ``baseline``, no server-side socket still open."""
+    left = await leaked_tasks(baseline)
+    if left:
+        problems.append(f"{len(left)} task(s) left after aclose: {left[:2]!r}")
+    await wait_sockets_closed(srv)
+    if srv.open_connections:
+        problems.append(f"{srv.open_connections} socket(s) still open after aclose")
 
 
 async def wait_sockets_closed(srv: Any, timeout: float = 1.0) -> None:

@@ -4,7 +4,7 @@ once the first stopped) or LiveKit (one TTS object, one ``stream()`` per turn). 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,38 +18,42 @@ from harness import (
     CaseReport,
     Outcome,
     bounded,
+    check_left,
     check_outcome,
     error_text,
-    leaked_tasks,
     make_provider,
     rate_of,
     stale_samples,
     text_of,
     turn_once,
-    wait_sockets_closed,
 )
 from pipecat.frames.frames import ControlFrame
 
 from loopback import LoopbackServer
 
 
-def make_livekit(provider: str, base_url: str) -> Any:
+def make_livekit(
+    provider: str, base_url: str, options: dict[str, Any] | None = None, *, standby: bool = False
+) -> Any:
+    """``options``: client options over the short ones of the suites (``NNS_CLIENT`` / ``KITTA_CLIENT``)."""
     if provider == "nineninesix":
         from livekit.plugins import nineninesix
 
         return nineninesix.TTS(NNS_KEY, base_url=base_url, voice=VOICE, sample_rate=rate_of(provider),
-                               client_options=dict(NNS_CLIENT))  # fmt: skip
+                               client_options={**NNS_CLIENT, **(options or {})})  # fmt: skip
     from livekit.plugins import kitta
 
-    return kitta.TTS(KITTA_KEY, base_url=base_url, voice=VOICE, sample_rate=rate_of(provider), standby=False,
-                     client_options=dict(KITTA_CLIENT))  # fmt: skip
+    return kitta.TTS(KITTA_KEY, base_url=base_url, voice=VOICE, sample_rate=rate_of(provider), standby=standby,
+                     client_options={**KITTA_CLIENT, **(options or {})})  # fmt: skip
 
 
-async def livekit_turn(tts: Any, n: int, *, cancel_after: int | None = None) -> Outcome:
+async def livekit_turn(
+    tts: Any, n: int, *, cancel_after: int | None = None, timeout: float = 5.0
+) -> Outcome:
     from livekit.agents import APIConnectOptions, APIError
 
     chunks: list[bytes] = []
-    opts = APIConnectOptions(max_retry=0, retry_interval=0.0, timeout=5.0)
+    opts = APIConnectOptions(max_retry=0, retry_interval=0.0, timeout=timeout)
 
     async def run() -> None:
         async with tts.stream(conn_options=opts) as stream:
@@ -63,18 +67,22 @@ async def livekit_turn(tts: Any, n: int, *, cancel_after: int | None = None) -> 
     return await bounded(run(), chunks, n, (APIError,))
 
 
-def make_pipecat(provider: str, base_url: str) -> Any:
+def make_pipecat(
+    provider: str, base_url: str, options: dict[str, Any] | None = None, *, standby: bool = False
+) -> Any:
     if provider == "nineninesix":
         from ttsbridge.pipecat import NineninesixTTSService
 
         return NineninesixTTSService(NNS_KEY, base_url=base_url, sample_rate=rate_of(provider),
                                      settings=NineninesixTTSService.Settings(voice=VOICE),
-                                     provider_options=dict(NNS_CLIENT), stop_frame_timeout_s=60.0)  # fmt: skip
+                                     provider_options={**NNS_CLIENT, **(options or {})},
+                                     stop_frame_timeout_s=60.0)  # fmt: skip
     from ttsbridge.pipecat import KittaTTSService
 
-    return KittaTTSService(KITTA_KEY, base_url=base_url, sample_rate=rate_of(provider), standby=False,
+    return KittaTTSService(KITTA_KEY, base_url=base_url, sample_rate=rate_of(provider), standby=standby,
                            settings=KittaTTSService.Settings(voice=VOICE),
-                           provider_options=dict(KITTA_CLIENT), stop_frame_timeout_s=60.0)  # fmt: skip
+                           provider_options={**KITTA_CLIENT, **(options or {})},
+                           stop_frame_timeout_s=60.0)  # fmt: skip
 
 
 async def first_of(*events: asyncio.Event) -> None:
@@ -105,12 +113,16 @@ async def pipecat_turns(
     timeout: float | None = None,
     retain: bool = True,
     watch: Callable[[Any], None] | None = None,
+    before: dict[int, Callable[[], Awaitable[None]]] | None = None,
+    options: dict[str, Any] | None = None,
+    standby: bool = False,
 ) -> list[Outcome]:
     """One pipeline run speaking ``text_of(n)`` for each n, each after the previous turn stopped; turns whose
     index is in ``barge`` are interrupted at their ``barge[index]``-th audio frame. Audio that reaches the end of the pipeline
     after the interruption passed it is stale. ``retain=False`` (soaks) keeps counts instead of the audio and
     passes on (down to run_test's sink, up to its source) only the frames that start and end the run: run_test
-    keeps every frame it receives until the run ends. ``watch`` is called with every frame reaching the probe."""
+    keeps every frame it receives until the run ends. ``watch`` is called with every frame reaching the probe;
+    ``before[i]`` is awaited before turn ``i`` starts (after turn ``i - 1`` ended): a fault between turns."""
     from pipecat.frames.frames import (
         CancelFrame,
         EndFrame,
@@ -150,6 +162,8 @@ async def pipecat_turns(
             if isinstance(frame, TTSSpeakFrame):
                 if k > 0:
                     await asyncio.wait_for(ended[k - 1].wait(), BOUND)
+                if before and k in before:
+                    await before[k]()
                 state["k"] = k + 1
             elif isinstance(frame, BargeIn):
                 await first_of(heard[k - 1], ended[k - 1])
@@ -205,7 +219,7 @@ async def pipecat_turns(
     # run_test's source and sink queue every frame they receive until the run ends (and the worker's observer
     # keeps a weak entry per live frame), so a soak passes on only the frames that start and end the run
     RUN_FRAMES = (StartFrame, EndFrame, StopFrame, CancelFrame)
-    tts = make_pipecat(provider, base_url)
+    tts = make_pipecat(provider, base_url, options, standby=standby)
     frames: list[Any] = []
     for i, n in enumerate(numbers):
         frames += (
@@ -276,10 +290,5 @@ async def run_case(
         report = CaseReport(outs)
         check_outcome(report.problems, "faulty turn", outs[0])
         check_outcome(report.problems, "next turn", outs[1], full=True)
-        left = await leaked_tasks(baseline)
-        if left:
-            report.problems.append(f"{len(left)} task(s) left after aclose: {left[:2]!r}")
-        await wait_sockets_closed(srv)
-        if srv.open_connections:
-            report.problems.append(f"{srv.open_connections} socket(s) still open after aclose")
+        await check_left(report.problems, baseline, srv)
     return report

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -38,10 +39,10 @@ from websockets.typing import Subprotocol
 
 from ttsbridge._logging import RedactingLogger
 from ttsbridge._redact import redact
-from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnEvent
+from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnEvent, TurnFailed
 from ttsbridge.engine.protocol import TurnProtocol
 from ttsbridge.engine.socket import Socket
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
 
 logger = logging.getLogger("ttsbridge.engine")
 
@@ -55,6 +56,21 @@ SLICE = 8
 HOLD = 4
 #: Messages waiting to be handled above which the transport stops reading (resumed once they are handled).
 INBOX_HIGH = 512
+#: Liveness defaults (docs/reliability.md, "Quiet networks"): a connection the server owes something and that
+#: has been silent this long gets a WebSocket ping (so does a turn's first request to a connection silent
+#: this long) ...
+PING_AFTER_SILENCE = 1.0
+#: ... and is dead when nothing at all (pong, audio, any frame) arrives within this bound after the ping.
+PONG_TIMEOUT = 1.5
+
+
+def check_liveness_knobs(*, ping_interval: object, ping_after_silence: object) -> None:
+    """The liveness knobs a client accepts: seconds > 0, or None (that check off)."""
+    for name, val in (("ping_interval", ping_interval), ("ping_after_silence", ping_after_silence)):
+        if val is None:
+            continue
+        if isinstance(val, bool) or not isinstance(val, (int, float)) or not val > 0:
+            raise TTSInvalidOptionError(name, val, "a number of seconds > 0, or None (off)")
 
 
 class Connection:
@@ -71,6 +87,8 @@ class Connection:
         close_timeout: float = 2.0,
         write_timeout: float = 2.0,
         ping_interval: float | None = 20.0,
+        ping_after_silence: float | None = PING_AFTER_SILENCE,
+        pong_timeout: float = PONG_TIMEOUT,
         max_size: int = 8 * 2**20,
         name: str = "",
         connect_options: dict[str, Any] | None = None,
@@ -83,7 +101,10 @@ class Connection:
         self.connect_timeout = connect_timeout
         self.close_timeout = close_timeout
         self.write_timeout = write_timeout
+        #: Liveness (see :meth:`_check_at`): an idle connection silent this long gets a keepalive ping.
         self.ping_interval = ping_interval
+        self.ping_after_silence = ping_after_silence
+        self.pong_timeout = pong_timeout
         self.max_size = max_size
         self.name = name or protocol.provider
         #: Extra keyword arguments for ``websockets.connect`` (e.g. ``proxy``).
@@ -92,6 +113,15 @@ class Connection:
         self.ws: ClientConnection | None = None
         self._loop = asyncio.get_running_loop()
         self.last_used = self._loop.time()
+        #: When the socket last read anything (a data frame, a pong, a close...): the proof of life.
+        self.last_read = self.last_used
+        #: Round trip of the last answered ping (seconds), None before one was.
+        self.latency: float | None = None
+        self.retired = False  # the pool replaced it: no new turn; closed once its turns are over
+        self._ping_at: float | None = None  # a liveness ping is out since then, nothing read since
+        self._ping_data = b""
+        self._ping_sent = 0.0
+        self._retiring: asyncio.Task[None] | None = None
         self._inbox: deque[tuple[bytes, bool]] = deque()
         self._budget = SLICE
         self._hold = 0  # loop iterations the queued messages still wait (see HOLD)
@@ -128,6 +158,12 @@ class Connection:
     def idle_for(self) -> float:
         return self._loop.time() - self.last_used
 
+    @property
+    def suspect(self) -> bool:
+        """A liveness ping is out and nothing was read since: no new turn should be routed here until the
+        connection is proven alive (anything arrives) or found dead (nothing within ``pong_timeout``)."""
+        return self._ping_at is not None
+
     # --- sinks --------------------------------------------------------------------------------------------
 
     def attach(self, turn_id: str, sink: Sink) -> None:
@@ -135,6 +171,19 @@ class Connection:
 
     def detach(self, turn_id: str) -> None:
         self.sinks.pop(turn_id, None)
+        if self.retired and not self.sinks:
+            self._close_retired()
+
+    def retire(self) -> None:
+        """The pool replaced this connection (it was suspect or closing): it takes no new turn and is closed
+        once the turns still reading from it are over (at once when none is)."""
+        self.retired = True
+        if not self.sinks:
+            self._close_retired()
+
+    def _close_retired(self) -> None:
+        if self._retiring is None:
+            self._retiring = self._loop.create_task(self.close(), name=f"{self.name}-retire")
 
     # --- connect ------------------------------------------------------------------------------------------
 
@@ -153,8 +202,7 @@ class Connection:
                     open_timeout=None,
                     close_timeout=self.close_timeout,
                     max_size=self.max_size,
-                    ping_interval=self.ping_interval,
-                    ping_timeout=self.ping_interval,
+                    ping_interval=None,  # the engine's own liveness check pings (see _check_at)
                     logger=RedactingLogger(logging.getLogger("ttsbridge.websockets"), req.secrets),
                     create_connection=self._make_socket,  # type: ignore[arg-type]
                     **self.connect_options,
@@ -178,7 +226,7 @@ class Connection:
             )
             detail = f"{type(exc).__name__}: {redact(exc, req.secrets)}"
             raise proto.connect_failed(kind, detail, self.connect_timeout) from None
-        self.last_used = self._loop.time()
+        self.last_used = self.last_read = self._loop.time()
         if self._lost_early:  # closed or dropped right after the handshake
             self.transport_lost()
         elif self._inbox:  # frames that came with the handshake's response
@@ -209,7 +257,12 @@ class Connection:
             raise TTSConnectionError(f"{self.name}: the connection is closed")
         ws = self.ws
         assert ws is not None
-        self.last_used = self._loop.time()
+        now = self.last_used = self._loop.time()
+        after = self.ping_after_silence
+        if after is not None and self._ping_at is None and now - self.last_read >= after:
+            # A request to a connection that has been silent a while (an idle pooled one, a warm standby):
+            # the liveness check goes out with it, so a dead path is found before the request's deadline.
+            self._ping(now)
         if not ws.paused and not self._send_lock.locked():
             # The usual case: the transport takes the frames now (no await, no lock, no drain). The sans-I/O
             # protocol frames them and websockets' own send_data() writes them, as ws.send() would.
@@ -246,8 +299,18 @@ class Connection:
     # --- reading ------------------------------------------------------------------------------------------
 
     def new_read(self) -> None:
-        """The socket got a new read: its first :data:`SLICE` messages may be handled at once."""
+        """The socket got a new read: its first :data:`SLICE` messages may be handled at once. Anything read
+        proves the connection alive (a liveness ping out is answered)."""
         self._budget = SLICE
+        self.last_read = self._loop.time()
+        self._ping_at = None
+
+    def pong(self, data: bytes) -> None:
+        """A pong arrived (the socket's control frames): the round trip of our last ping, if it answers it."""
+        if data == self._ping_data and self._ping_data:
+            self.latency = self.last_read - self._ping_sent
+            self._ping_data = b""
+            logger.debug("%s: pong in %.1f ms", self.name, self.latency * 1000)
 
     def incoming(self, data: bytes, text: bool) -> None:
         """One message, from the socket's ``data_received``: handled now while this read's slice lasts,
@@ -302,8 +365,15 @@ class Connection:
         proto = self.protocol
         if proto.closed:
             return
+        if text:
+            try:
+                frame: str | bytes = data.decode()
+            except UnicodeDecodeError as exc:
+                return self._invalid_text(exc)
+        else:
+            frame = data
         try:
-            proto.receive(data.decode() if text else data, self._loop.time())
+            proto.receive(frame, self._loop.time())
         except Exception as exc:  # a bug (or a text frame that is not UTF-8) must not leave turns hanging
             logger.exception("%s: reader failed", self.name)
             proto.connection_lost(None, f"reader failed: {type(exc).__name__}", self._loop.time())
@@ -321,6 +391,18 @@ class Connection:
             self._start_close()
         elif self._timer is None:
             self._arm()  # (an armed timer re-arms itself when it fires: the scan runs only while none is armed)
+
+    def _invalid_text(self, exc: UnicodeDecodeError) -> None:
+        """A text frame that is not UTF-8 (RFC 6455 section 8.1: fail the connection with 1007)."""
+        detail = f"the server sent a text frame that is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        logger.warning("%s: %s", self.name, detail)
+        self._lost(None, detail)
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(Exception):
+                sock.protocol.fail(1007, "invalid UTF-8")
+                sock.send_data()
+        self._start_close()
 
     def transport_lost(self) -> None:
         """The server's close frame arrived, or the transport ended: what was queued is handled first, then
@@ -355,9 +437,13 @@ class Connection:
             elif isinstance(ev, ConnectionFailed):
                 self._cancel_timer()
             else:
+                if type(ev) is TurnFailed and isinstance(ev.error, TTSTimeoutError):
+                    self.condemn()  # audio was owed and did not come: is the connection still there?
                 sink = sinks.pop(ev.turn_id, None)  # nothing follows a turn's end
                 if sink is not None:
                     sink(ev)
+                    if self.retired and not sinks:
+                        self._close_retired()
                     continue
             if self.on_event is not None:
                 self.on_event(ev)
@@ -369,8 +455,12 @@ class Connection:
     # --- the deadline timer -------------------------------------------------------------------------------
 
     def _arm(self) -> None:
-        """Follow ``protocol.next_deadline()``: a timer already set no later than it stays (it re-arms)."""
+        """Follow ``protocol.next_deadline()`` and the liveness check: a timer already set no later than the
+        earlier of them stays (it re-arms)."""
         deadline = self.protocol.next_deadline()
+        check = self._check_at()
+        if check is not None and (deadline is None or check < deadline):
+            deadline = check
         if deadline is None or (self._timer is not None and self._timer_at <= deadline):
             return
         self._cancel_timer()
@@ -386,10 +476,76 @@ class Connection:
         self._timer = None
         if self.protocol.closed:
             return
-        self.protocol.tick(self._loop.time())
+        now = self._loop.time()
+        self.protocol.tick(now)
+        self._liveness(now)
         self._after_input()
         if self.protocol.has_data_to_send():
             self._write_soon()
+
+    # --- liveness (docs/reliability.md, "Quiet networks") ---------------------------------------------------
+
+    def _check_at(self) -> float | None:
+        """When the liveness check needs the timer next: the answer to a ping out is due; or the server owes
+        something (``protocol.awaiting_since()``) and the connection has been silent ``ping_after_silence``;
+        or it owes nothing and has been silent ``ping_interval`` (keepalive). Silence is measured from the
+        last read of any kind, so a server that streams (or answers pings) is never pinged more than once
+        per ``ping_after_silence``."""
+        if self.ws is None or self.protocol.closed:
+            return None
+        if self._ping_at is not None:
+            return self._ping_at + self.pong_timeout
+        owed = self.protocol.awaiting_since()
+        if owed is not None:
+            after = self.ping_after_silence
+            return None if after is None else max(owed, self.last_read) + after
+        interval = self.ping_interval
+        return None if interval is None else self.last_read + interval
+
+    def _liveness(self, now: float) -> None:
+        if self._ping_at is not None:
+            if now >= self._ping_at + self.pong_timeout:
+                self._dead(now)
+            return
+        due = self._check_at()
+        if due is not None and now >= due:
+            self._ping(now)
+
+    def condemn(self) -> None:
+        """A turn timed out on this connection: no new turn goes here (:attr:`suspect`) until a ping proves it
+        alive; no answer within ``pong_timeout`` and it is dead (every turn on it ends at once)."""
+        if self._ping_at is None and not self.protocol.closed and self.ws is not None:
+            self._ping(self._loop.time())
+            self._arm()
+
+    def _ping(self, now: float) -> None:
+        """Send a ping from the loop (no task, no lock: a control frame may go between any two frames)."""
+        ws = self.ws
+        if ws is None or ws.state is not State.OPEN:
+            return
+        self._ping_at = self._ping_sent = now
+        self._ping_data = os.urandom(4)
+        with contextlib.suppress(Exception):  # (the socket is going: the protocol hears of it anyway)
+            ws.protocol.send_ping(self._ping_data)
+            ws.send_data()
+
+    def _dead(self, now: float) -> None:
+        """No answer to the ping: the path is dead. Every turn ends now; the transport is aborted (a close
+        handshake cannot complete over a dead path)."""
+        silent = now - self.last_read
+        detail = (
+            f"connection silent for {silent:.1f}s: no answer to a ping within {self.pong_timeout:g}s "
+            "(the network path is dead)"
+        )
+        logger.warning("%s: %s", self.name, detail)
+        self._ping_at = None
+        self.protocol.connection_silent(detail, now)
+        self._dispatch(self.protocol.events_received())
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(Exception):
+                sock.transport.abort()
+        self._start_close()
 
     def _write_soon(self) -> None:
         """Write what the protocol queued from a callback (a frame received, the timer): one writer task. One
@@ -433,8 +589,13 @@ def _close_info(exc: ConnectionClosed | None, ws: ClientConnection | None = None
     """``(code, reason)`` of the server's close frame, or ``(None, description)`` when none was received."""
     rcvd = exc.rcvd if exc is not None else (ws.protocol.close_rcvd if ws is not None else None)
     if rcvd is None:
+        sent = exc.sent if exc is not None else (ws.protocol.close_sent if ws is not None else None)
+        if sent is not None and sent.code not in (1000, 1006):
+            # websockets failed the connection on what the server sent (a message over max_size, a
+            # protocol error): say what, with the close code it sent
+            return None, f"closed by the client: {sent.reason or 'protocol error'} (code {sent.code})"
         return None, "connection dropped (no close frame)"
     return rcvd.code, rcvd.reason
 
 
-__all__ = ["USER_AGENT", "Connection", "Sink"]
+__all__ = ["PING_AFTER_SILENCE", "PONG_TIMEOUT", "USER_AGENT", "Connection", "Sink", "check_liveness_knobs"]

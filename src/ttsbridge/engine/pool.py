@@ -5,13 +5,17 @@ one socket): :meth:`acquire` returns the pooled connection for the key, replacin
 usable or has expired. ``shared=False`` (Kitta: one generation per socket): :meth:`acquire` takes the standby
 connection out of the pool (or opens one), and :meth:`prefill` opens the next standby ahead of time.
 
-The pool decides nothing about a connection itself: it asks the connection (:class:`Poolable`).
+The pool decides nothing about a connection itself: it asks the connection (:class:`Poolable`). A shared
+connection that is no longer usable (closing, or suspect: a liveness ping is out after a silence or a timeout)
+is replaced and *retired* (``retire()``, when it has one): it takes no new turn and closes itself once the turns
+still on it are over; ``aclose()`` closes retired connections too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -42,6 +46,7 @@ class KeyedPool(Generic[K, C]):
         self._conns: dict[K, C] = {}
         self._locks: dict[K, asyncio.Lock] = {}
         self._epoch = 0  # bumped by aclose(): a connect under way then is closed, not pooled
+        self._retired: weakref.WeakSet[C] = weakref.WeakSet()  # replaced, closing once their turns end
         self.opened = 0
 
     def get(self, key: K) -> C | None:
@@ -60,6 +65,10 @@ class KeyedPool(Generic[K, C]):
             if conn is not None and conn.expired():
                 del self._conns[key]
                 await conn.close()
+                conn = None
+            if conn is not None and self._shared and not conn.usable():
+                del self._conns[key]
+                self._retire(conn)
                 conn = None
             if conn is None or not conn.usable():
                 conn = await self._open(key, epoch)
@@ -92,6 +101,12 @@ class KeyedPool(Generic[K, C]):
         self.opened += 1
         return conn
 
+    def _retire(self, conn: C) -> None:
+        retire = getattr(conn, "retire", None)
+        if retire is not None:
+            self._retired.add(conn)
+            retire()
+
     def _check(self, epoch: int) -> None:
         if self._epoch != epoch:
             raise TTSConnectionError(f"{self._name or 'pool'}: the client was closed")
@@ -99,8 +114,9 @@ class KeyedPool(Generic[K, C]):
     async def aclose(self) -> None:
         """Close every pooled connection. The pool stays usable: a later acquire connects again."""
         self._epoch += 1
-        conns = list(self._conns.values())
+        conns = [*self._conns.values(), *(c for c in self._retired if c not in self._conns.values())]
         self._conns.clear()
+        self._retired = weakref.WeakSet()
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
 

@@ -6,7 +6,8 @@ clock: the caller passes ``now`` (seconds, any monotonic clock; the engine uses 
 - inputs:   :meth:`receive` (one frame), :meth:`connection_lost`, :meth:`tick` (fires due deadlines)
 - commands: :meth:`open_turn`, :meth:`send_text`, :meth:`end_turn`, :meth:`cancel_turn`: they queue frames
 - outputs:  :meth:`data_to_send` (frames to write, in order), :meth:`events_received` (events, in order),
-            :meth:`next_deadline` (when :meth:`tick` must be called next)
+            :meth:`next_deadline` (when :meth:`tick` must be called next), :meth:`awaiting_since` (since when
+            the server owes something: the engine's liveness check starts from it)
 - queries:  :attr:`closed`, :meth:`turn_state`, :meth:`live_turns`, per-turn facts (providers add theirs)
 - handshake: :meth:`connect_request` (URL, headers, subprotocols; secrets masked in its repr) and
             :meth:`handshake_failed` (the typed error for a rejected upgrade)
@@ -87,6 +88,13 @@ class TurnProtocol(abc.ABC):
     def tick(self, now: float) -> None:  # noqa: B027 - a protocol without deadlines has nothing to fire
         """Fire every deadline due at ``now`` (an owed audio that never came fails its turn...)."""
 
+    def awaiting_since(self) -> float | None:
+        """Since when (the ``now`` of the call that made it so) the server has owed this connection something
+        it has not sent yet: audio for text sent, the end of an ended turn, a cancel's answer, a session
+        event. None: nothing is owed (an idle connection, or a turn waiting for more text). The engine pings a
+        connection that stays silent a short while after this (docs/reliability.md, "Quiet networks")."""
+        return None
+
     def _send(self, frame: Frame) -> None:
         self._outbox.append(frame)
 
@@ -132,6 +140,13 @@ class TurnProtocol(abc.ABC):
     def connection_lost(self, code: int | None, reason: str, now: float) -> None:
         """The socket closed (``code`` from the server's close frame) or dropped (``code`` None): every live
         turn ends, then :class:`~ttsbridge.engine.events.ConnectionFailed`. Idempotent."""
+
+    def connection_silent(self, detail: str, now: float) -> None:
+        """The engine found the connection dead: the server owed something (or the connection was idle) and a
+        ping got no answer in time (``detail`` says how long). Ends every live turn like
+        :meth:`connection_lost`; providers override it to fail them with a
+        :class:`~ttsbridge.errors.TTSSilentConnectionError` (and decide whether that may be retried)."""
+        self.connection_lost(None, detail, now)
 
     # --- commands (queue frames; never I/O) ---------------------------------------------------------------
 

@@ -22,7 +22,7 @@ logger = logging.getLogger("ttsbridge.engine")
 #: Frames of one fragmented message (websockets' own assembler's limit).
 MAX_FRAGMENTS = 4096
 
-_TEXT, _BINARY, _CONT = Opcode.TEXT, Opcode.BINARY, Opcode.CONT
+_TEXT, _BINARY, _CONT, _PONG = Opcode.TEXT, Opcode.BINARY, Opcode.CONT, Opcode.PONG
 
 
 class Owner(Protocol):
@@ -35,6 +35,8 @@ class Owner(Protocol):
     def incoming(self, data: bytes, text: bool) -> None: ...
 
     def transport_lost(self) -> None: ...
+
+    def pong(self, data: bytes) -> None: ...
 
 
 class Socket(ClientConnection):
@@ -52,12 +54,17 @@ class Socket(ClientConnection):
         owner = self.owner
         owner.new_read()
         super().data_received(data)
-        if self.protocol.close_rcvd is not None and self.opened:
-            owner.transport_lost()  # the server's close frame: what came before it was handled first
+        protocol = self.protocol
+        if (protocol.close_rcvd is not None or protocol.parser_exc is not None) and self.opened:
+            # the server's close frame (what came before it was handled first), or a frame websockets
+            # refused (over max_size, a protocol error: it failed the connection): the turns end now
+            owner.transport_lost()
 
     def process_event(self, event: Any) -> None:
         if self.response is None or type(event) is not Frame or event.opcode > _BINARY:
             super().process_event(event)  # the handshake response, control frames
+            if type(event) is Frame and event.opcode is _PONG:
+                self.owner.pong(bytes(event.data))
             return
         op = event.opcode
         if op is _CONT:

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 
 from ttsbridge import _keys
 from ttsbridge._redact import mask_key
+from ttsbridge.engine.connection import PING_AFTER_SILENCE, PONG_TIMEOUT, check_liveness_knobs
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.generation import KittaAudio, KittaGeneration
 from ttsbridge.kitta.handshake import build_url, retry_request_id
@@ -58,6 +59,15 @@ class KittaClient:
             continue the remaining, never-delivered segments on a new session. Never replays a segment
             whose audio was delivered either way.
         proxy: passed to ``websockets.connect`` (True = from the environment, None = direct).
+        ping_interval: a connection with nothing owed (the warm standby) silent this long gets a keepalive
+            ping (5 s: a turn that takes a dead standby loses its turn, so a standby is checked well within its
+            ``standby_max_age``, and one with a ping unanswered is not taken); None disables.
+        ping_after_silence: a session the server owes something (``ready``, audio, ``finish``) that has been
+            silent this long gets a WebSocket ping, and so does a turn's ``start`` on a standby silent this
+            long; None disables the check (then only ``event_timeout`` notices a dead connection).
+        pong_timeout: nothing at all within this long after such a ping: the connection is dead and the turn
+            fails with :class:`~ttsbridge.errors.TTSSilentConnectionError` (not retried: the page allows no new
+            request_id for an uncertain request); the next turn starts on a fresh connection.
     """
 
     provider = "kitta"
@@ -78,6 +88,9 @@ class KittaClient:
         limits: KittaLimits | None = None,
         resume_after_audio: bool = True,
         proxy: str | bool | None = True,
+        ping_interval: float | None = 5.0,
+        ping_after_silence: float | None = PING_AFTER_SILENCE,
+        pong_timeout: float = PONG_TIMEOUT,
     ) -> None:
         key = resolve_api_key(api_key)
         if auth not in ("header", "frame"):
@@ -89,9 +102,11 @@ class KittaClient:
             ("connect_timeout", connect_timeout, 1e-3),
             ("event_timeout", event_timeout, 1e-3),
             ("close_timeout", close_timeout, 1e-3),
+            ("pong_timeout", pong_timeout, 1e-3),
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
                 raise TTSInvalidOptionError(name, value, f"a number >= {low:g}")
+        check_liveness_knobs(ping_interval=ping_interval, ping_after_silence=ping_after_silence)
         if options is not None and not isinstance(options, KittaOptions):
             raise TTSInvalidOptionError("options", type(options).__name__, "a KittaOptions")
         self._api_key = key.strip()
@@ -107,6 +122,9 @@ class KittaClient:
         self.limits = limits or KittaLimits()
         self.resume_after_audio = resume_after_audio
         self.proxy = proxy
+        self.ping_interval = ping_interval
+        self.ping_after_silence = ping_after_silence
+        self.pong_timeout = float(pong_timeout)
         self._sessions: set[KittaSession] = set()
         self._generations: weakref.WeakSet[KittaGeneration] = weakref.WeakSet()
         self._closed = False

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
 from ttsbridge.engine.protocol import TurnProtocol
-from ttsbridge.errors import TTSBridgeError, TTSTimeoutError
+from ttsbridge.errors import TTSBridgeError, TTSSilentConnectionError, TTSTimeoutError
 from ttsbridge.kitta import retry
 from ttsbridge.kitta.handshake import KittaHandshake
 from ttsbridge.kitta.models import AuthEvent, KittaLimits, StartEvent, StartRequest
@@ -345,6 +345,20 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         """The socket closed. Before ``finish`` this fails the turn (retryable only for 1012/1013)."""
         if not self.terminal:
             self._fail(error_from_close(code, reason, self._secrets()), now, close=None)
+
+    def connection_silent(self, detail: str, now: float) -> None:
+        """The engine's ping went unanswered: the turn fails at once with a
+        :class:`TTSSilentConnectionError`, never retried (whether the server got our last frames is unknown,
+        and the page allows no new request_id for an uncertain request; the next turn starts on a fresh
+        connection). A standby (no turn) just ends."""
+        if not self.terminal:
+            err = TTSSilentConnectionError(f"kitta {self.request_id}: {detail}", retryable=False)
+            self._fail(err, now, close=None, may_retry=False)
+
+    def awaiting_since(self) -> float | None:
+        """Since when the server has owed us something (``authenticated``, ``ready``, audio, ``usage``,
+        ``finish``), or None; the engine's liveness check counts silence from it."""
+        return self._silent_since() if self._owes() else None
 
     # ------------------------------------------------------------------------------------------ internals
 

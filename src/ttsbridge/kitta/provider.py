@@ -58,7 +58,8 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         client: an existing :class:`KittaClient` (then ``api_key``/``base_url``/knobs are ignored; the
             provider does not close it).
         **client_kwargs: ``auth``, ``max_retries``, ``backoff_initial``, ``backoff_max``, ``connect_timeout``,
-            ``event_timeout``, ``close_timeout``, ``resume_after_audio``, ``proxy`` (see KittaClient).
+            ``event_timeout``, ``close_timeout``, ``resume_after_audio``, ``proxy``, ``ping_interval``,
+            ``ping_after_silence``, ``pong_timeout`` (see KittaClient).
     """
 
     provider = "kitta"
@@ -250,6 +251,8 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
             return None
         if session.age >= self.standby_max_age:
             self._retire_standby("max age")
+            return None
+        if session.suspect:  # a keepalive ping is unanswered: maybe dead; the turn connects on its own
             return None
         self._pool.discard(_STANDBY, session)
         self._kick()  # the replacement connects once the turn has its first audio

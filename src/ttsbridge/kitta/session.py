@@ -52,6 +52,9 @@ class KittaSession:
             on_receive=self._progress,
             connect_timeout=client.connect_timeout,
             close_timeout=client.close_timeout,
+            ping_interval=client.ping_interval,
+            ping_after_silence=client.ping_after_silence,
+            pong_timeout=client.pong_timeout,
             max_size=MAX_FRAME,
             name=f"kitta-{proto.request_id}",
             connect_options=extra,
@@ -93,6 +96,11 @@ class KittaSession:
     def usable(self) -> bool:
         """For the engine's pool: may still carry a turn (connecting or authenticated, nothing started)."""
         return self.alive and self.proto.deferred
+
+    @property
+    def suspect(self) -> bool:
+        """A liveness ping is out and unanswered (the engine's :attr:`Connection.suspect`): not to be taken."""
+        return self.connection is not None and self.connection.suspect
 
     def expired(self) -> bool:
         """For the engine's pool: warm (authenticated) and older than :attr:`max_age`. A connection still

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 from collections.abc import AsyncIterator
 
 from ttsbridge._redact import mask_key
 from ttsbridge.engine import AudioReceived, ConnectionFailed, Event, TurnFailed
-from ttsbridge.engine.connection import USER_AGENT, Connection
+from ttsbridge.engine.connection import (
+    PING_AFTER_SILENCE,
+    PONG_TIMEOUT,
+    USER_AGENT,
+    Connection,
+    check_liveness_knobs,
+)
 from ttsbridge.engine.pool import KeyedPool
 from ttsbridge.engine.stream import TurnStream
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError
@@ -165,6 +172,8 @@ class NineninesixConnection(Connection):
             close_timeout=CLOSE_TIMEOUT,
             write_timeout=client.cancel_timeout,
             ping_interval=client.ping_interval,
+            ping_after_silence=client.ping_after_silence,
+            pong_timeout=client.pong_timeout,
             name=f"nineninesix-{serial}",
         )
         self.protocol: NineninesixProtocol = protocol
@@ -183,7 +192,8 @@ class NineninesixConnection(Connection):
         return self.sinks  # type: ignore[return-value]
 
     def usable(self) -> bool:
-        return self.writable()
+        """Open, not retired, and not suspect (a liveness ping out after a silence or a timeout)."""
+        return self.writable() and not self.suspect and not self.retired
 
     def expired(self) -> bool:
         """Idle for longer than ``max_idle`` with no context on it: replaced before a server idle close."""
@@ -218,7 +228,14 @@ class NineninesixClient:
             ended) and sends nothing for this long.
         max_idle: a pooled connection unused for this long is replaced before the next context, so a server
             idle close can never fail a turn.
-        ping_interval: WebSocket keepalive pings (also detect a dead network); None disables.
+        ping_interval: an idle pooled connection silent this long gets a keepalive ping; None disables.
+        ping_after_silence: a connection the server owes audio (or a cancel's answer) that has been silent this
+            long gets a WebSocket ping, and so does a turn's first request to a connection silent this long;
+            None disables the check (then only ``receive_timeout`` notices a dead connection).
+        pong_timeout: nothing at all (pong, audio) within this long after such a ping: the connection is dead,
+            its contexts fail with :class:`~ttsbridge.errors.TTSSilentConnectionError` (a turn with no audio
+            yet is replayed once on a fresh connection) and the pool opens a new one. A timeout
+            (``receive_timeout``) sends the same ping: no new turn goes to that connection until it answers.
     """
 
     def __init__(
@@ -232,6 +249,8 @@ class NineninesixClient:
         receive_timeout: float = 15.0,
         max_idle: float = 60.0,
         ping_interval: float | None = 20.0,
+        ping_after_silence: float | None = PING_AFTER_SILENCE,
+        pong_timeout: float = PONG_TIMEOUT,
     ) -> None:
         self._api_key = resolve_api_key(api_key)
         self.base_url = base_url
@@ -242,14 +261,18 @@ class NineninesixClient:
             ("cancel_timeout", cancel_timeout),
             ("receive_timeout", receive_timeout),
             ("max_idle", max_idle),
+            ("pong_timeout", pong_timeout),
         ):
             if not val > 0:
                 raise TTSInvalidOptionError(name, val, "a number of seconds > 0")
+        check_liveness_knobs(ping_interval=ping_interval, ping_after_silence=ping_after_silence)
         self.connect_timeout = connect_timeout
         self.cancel_timeout = cancel_timeout
         self.receive_timeout = receive_timeout
         self.max_idle = max_idle
         self.ping_interval = ping_interval
+        self.ping_after_silence = ping_after_silence
+        self.pong_timeout = pong_timeout
         self._ws_url = ws_url(base_url, self._api_key, cancel_ack)
         self._pool: KeyedPool[OutputFormat, NineninesixConnection] = KeyedPool(
             self._connect, shared=True, name="nineninesix"
@@ -277,6 +300,8 @@ class NineninesixClient:
         language: str | None = None,
         context_id: str | None = None,
         retries: int = 0,
+        replays: int = 0,
+        not_after: float = math.inf,
     ) -> NineninesixContext:
         """A new context on the pooled connection for ``output_format`` (connecting if needed). ``retries``:
         how many earlier attempts of the same turn failed (a provider's retry on a fresh context)."""
@@ -294,6 +319,8 @@ class NineninesixClient:
             voice=voice,
             language=language,
             retries=retries,
+            replays=replays,
+            not_after=not_after,
         )
         ctx = NineninesixContext(conn, facts)
         ctx.connection_reused = self.connections_opened == opened_before

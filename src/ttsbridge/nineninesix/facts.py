@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
+from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError, TTSSilentConnectionError
 from ttsbridge.nineninesix.catalog import effect_of
 from ttsbridge.nineninesix.states import ContextState
 
@@ -33,6 +33,10 @@ class ContextFacts:
     frames_sent: int = 0
     audio_bytes: int = 0
     retries: int = 0
+    #: Replays of the turn after its connection died before any audio (at most :data:`MAX_REPLAYS`).
+    replays: int = 0
+    #: A replayed turn's deadline for its first audio: its first attempt's (the user's deadline holds).
+    not_after: float = math.inf
     error: TTSBridgeError | None = None
     cancel_requested: bool = False
     carry: bytes = b""  # an odd trailing byte of PCM16, kept for the next chunk
@@ -41,21 +45,47 @@ class ContextFacts:
     ack_deadline: float = math.inf
 
 
+#: How often one turn is replayed after its connection went silent (a ping unanswered) before any audio.
+MAX_REPLAYS = 1
+
+
+def connection_died(err: BaseException) -> bool:
+    """``err`` says the connection died under the context without a word: the engine's ping went unanswered
+    (:class:`~ttsbridge.errors.TTSSilentConnectionError`). A close or a drop is a loud end, judged as before
+    (retried only when the server never heard of the context)."""
+    return isinstance(err, TTSSilentConnectionError)
+
+
 def may_retry(facts: ContextFacts, err: BaseException, max_retries: int) -> bool:
     """Whether the turn may be replayed on a fresh context: the catalog says the server only dropped the
-    context (``concurrent_limit``), or the connection was lost before any frame of it was written (the server
-    never heard of it). Never once audio was delivered, never beyond ``max_retries``."""
-    if facts.audio_bytes or facts.retries >= max_retries:
+    context (``concurrent_limit``: up to ``max_retries``), the connection was lost before any frame of it was
+    written (the server never heard of it: up to ``max_retries``), or the connection went silent under it
+    before any of its audio arrived (once: :data:`MAX_REPLAYS`; a new context_id on a fresh connection).
+    Never once audio was delivered."""
+    if facts.audio_bytes:
         return False
-    if isinstance(err, TTSAPIError):
-        return effect_of(err.error_code, err.status_code).fresh_context
-    return isinstance(err, TTSConnectionError) and not facts.frames_sent
+    if facts.retries < max_retries:
+        if isinstance(err, TTSAPIError):
+            return effect_of(err.error_code, err.status_code).fresh_context
+        if isinstance(err, TTSConnectionError) and not facts.frames_sent:
+            return True
+    return connection_died(err) and facts.replays < MAX_REPLAYS
 
 
-def begin_retry(facts: ContextFacts) -> tuple[int, str]:
-    """Count a retry of the failed context: ``(attempt, fresh context_id)``."""
+def begin_retry(facts: ContextFacts, err: BaseException | None = None) -> tuple[int, str]:
+    """Count a retry of the failed context: ``(attempt, fresh context_id)``; a replay after the connection
+    went silent counts as one of its :data:`MAX_REPLAYS`."""
     facts.retries += 1
+    if err is not None and connection_died(err):
+        facts.replays += 1
     return facts.retries, str(uuid.uuid4())
+
+
+def replay_deadline(facts: ContextFacts, receive_timeout: float) -> float:
+    """The deadline a replay of ``facts`` keeps for its first audio: the failed attempt's own (when the
+    server began to owe it audio, plus ``receive_timeout``), never later than an earlier attempt's."""
+    owed = max(facts.last_sent, facts.last_heard)
+    return min(facts.not_after, owed + receive_timeout)
 
 
 def refuse(facts: ContextFacts, text: str, *, end: bool) -> NoReturn:
@@ -71,4 +101,12 @@ def refuse(facts: ContextFacts, text: str, *, end: bool) -> NoReturn:
     raise ValueError(f"context {facts.context_id!r} is {facts.state.value}; no more text can be sent")
 
 
-__all__ = ["ContextFacts", "begin_retry", "may_retry", "refuse"]
+__all__ = [
+    "MAX_REPLAYS",
+    "ContextFacts",
+    "begin_retry",
+    "connection_died",
+    "may_retry",
+    "refuse",
+    "replay_deadline",
+]

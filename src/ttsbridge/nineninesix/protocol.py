@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+from collections.abc import Callable
 from typing import Any
 
 from ttsbridge.audio.carry import wire_to_pcm16
@@ -24,7 +26,7 @@ from ttsbridge.engine import (
     TurnProtocol,
 )
 from ttsbridge.engine.protocol import describe_close
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSTimeoutError
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSSilentConnectionError, TTSTimeoutError
 from ttsbridge.nineninesix.catalog import (
     ERROR_CATALOG,
     PROVIDER,
@@ -123,11 +125,15 @@ class NineninesixProtocol(TurnProtocol):
         return bool(self._queue)
 
     def next_deadline(self) -> float | None:
+        return self._earliest(self._due)
+
+    def _earliest(self, when: Callable[[ContextFacts], float | None]) -> float | None:
+        """The earliest of ``when(facts)`` over the live contexts (None: none has one)."""
         best: float | None = None
         for facts in self.contexts.values():
-            due = self._due(facts)
-            if due is not None and (best is None or due < best):
-                best = due
+            at = when(facts)
+            if at is not None and (best is None or at < best):
+                best = at
         return best
 
     def tick(self, now: float) -> None:
@@ -145,20 +151,37 @@ class NineninesixProtocol(TurnProtocol):
             # cancel it on the server: the context must not go on generating unheard
             if self._withdraw(facts) and self.cancel_ack:
                 facts.ack_deadline = now + self.ack_wait
+                facts.last_sent = now
                 self._move(facts, Input.TIMEOUT, err)  # reported once the server answers (bounded)
             else:
                 self._move(facts, Input.TIMEOUT_NOW, err)
 
     def _due(self, facts: ContextFacts) -> float | None:
         """When ``facts`` needs a tick: the server owes it something (text sent since we last heard, or the
-        end of the turn) and stays silent ``receive_timeout``; or its cancel's answer is overdue."""
+        end of the turn) and stays silent ``receive_timeout``; or its cancel's answer is overdue. A replayed
+        turn keeps its first attempt's deadline until its first audio (``not_after``)."""
         if facts.state in _ANSWER_OWED:
             return facts.ack_deadline
+        owed = self._owed_since(facts)
+        if owed is None:
+            return None
+        due = owed + self.receive_timeout
+        return due if facts.audio_bytes else min(due, facts.not_after)
+
+    @staticmethod
+    def _owed_since(facts: ContextFacts) -> float | None:
+        if facts.state in _ANSWER_OWED:
+            return facts.last_sent  # (the cancel went out then)
         if facts.state is ContextState.ENDING or (
             facts.state is ContextState.OPEN and facts.last_sent >= facts.last_heard
         ):
-            return max(facts.last_sent, facts.last_heard) + self.receive_timeout
+            return max(facts.last_sent, facts.last_heard)
         return None
+
+    def awaiting_since(self) -> float | None:
+        """The earliest time since which the server owes a live context something (audio for text sent, the
+        end of an ended turn, a cancel's answer): the engine's liveness check counts silence from it."""
+        return self._earliest(self._owed_since)
 
     # --- commands -----------------------------------------------------------------------------------------
 
@@ -171,12 +194,17 @@ class NineninesixProtocol(TurnProtocol):
         voice: str | None = None,
         language: str | None = None,
         retries: int = 0,
+        replays: int = 0,
+        not_after: float = math.inf,
     ) -> ContextFacts:
         if self._closed:
             raise TTSConnectionError("the connection is closed")
         if turn_id in self.contexts:
             raise ValueError(f"context {turn_id!r} already exists on this connection")
-        facts = ContextFacts(turn_id, model, voice, language, retries=retries, last_heard=now)
+        facts = ContextFacts(
+            turn_id, model, voice, language, retries=retries, replays=replays, not_after=not_after,
+            last_heard=now,
+        )  # fmt: skip
         self.contexts[turn_id] = facts
         return facts
 
@@ -197,6 +225,7 @@ class NineninesixProtocol(TurnProtocol):
             return
         if self._withdraw(facts) and self.cancel_ack:
             facts.ack_deadline = now + self.cancel_timeout
+            facts.last_sent = now
             self._move(facts, Input.CANCEL)
         else:
             self._move(facts, Input.CANCEL_NOW)
@@ -319,6 +348,11 @@ class NineninesixProtocol(TurnProtocol):
     def connection_lost(self, code: int | None, reason: str, now: float) -> None:
         """The socket closed or dropped: fail every live context at once (no turn waits for a dead socket)."""
         self.fail_connection(TTSConnectionError(f"nineninesix: {describe_close(code, reason)}"))
+
+    def connection_silent(self, detail: str, now: float) -> None:
+        """The engine's ping went unanswered: every live context fails with a
+        :class:`TTSSilentConnectionError` (a turn with no audio yet is replayed once: :func:`may_retry`)."""
+        self.fail_connection(TTSSilentConnectionError(f"nineninesix: {detail}"))
 
     def fail_connection(self, err: TTSBridgeError) -> None:
         """End every live context with ``err`` and mark the connection closed (the client closes the socket)."""

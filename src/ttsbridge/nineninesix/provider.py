@@ -4,7 +4,9 @@ One turn = one server context on a pooled connection. The turn decodes G.711, re
 to the caller's rate (asking the server for that rate when the API has it), flushes the resampler tail at
 ``done``, and retries ``concurrent_limit`` on a fresh ``context_id`` (replaying the turn's text) as long as no
 audio was delivered; so is a turn whose connection was lost before any of its requests was written (the
-server never heard of it). After ``cancel()`` the iterator stops (no error); a consumer that leaves the
+server never heard of it), and, once, a turn whose connection died under it (closed, dropped, or silent: a ping
+went unanswered) before any of its audio arrived, on a fresh connection with a new context_id and the first
+attempt's deadline. After ``cancel()`` the iterator stops (no error); a consumer that leaves the
 iterator early cancels the turn.
 """
 
@@ -27,7 +29,7 @@ from ttsbridge.engine.backoff import Backoff
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.billing import NINENINESIX
 from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
-from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry
+from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry, replay_deadline
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
 from ttsbridge.policy.usage import TurnUsage, UsageMeter
@@ -274,8 +276,10 @@ class NineninesixTurn(Turn):
         """The one place a turn is retried: the protocol counts the attempt and picks the fresh context_id,
         the engine's backoff the delay; the protocol's record of the turn's text is replayed."""
         failed = self._facts
-        attempt, fresh_id = begin_retry(failed)
-        delay = self._provider.backoff.delay(attempt)
+        replays = failed.replays
+        attempt, fresh_id = begin_retry(failed, exc)
+        replay = failed.replays > replays  # the connection died under it: a fresh one, no backoff needed
+        delay = 0.0 if replay else self._provider.backoff.delay(attempt)
         logger.info(
             "nineninesix: %s on context %s; retrying the turn on a fresh context in %.2fs (%d/%d)",
             getattr(exc, "error_code", exc),
@@ -292,7 +296,13 @@ class NineninesixTurn(Turn):
             if self._closed_error is not None:
                 raise self._closed_error
             self._resampler.reset()
-            await self._open(context_id=fresh_id, retries=attempt)
+            receive_timeout = self._provider.client.receive_timeout
+            await self._open(
+                context_id=fresh_id,
+                retries=attempt,
+                replays=failed.replays,
+                not_after=replay_deadline(failed, receive_timeout) if replay else failed.not_after,
+            )
             assert self._ctx is not None
             if self._cancelled:  # cancelled while the fresh context was being opened: it is not wanted
                 await self._ctx.cancel()
