@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["KEY_VERSION", "account_scope", "normalise_text", "phrase_key"]
@@ -44,9 +44,12 @@ def _canonical(value: Any) -> Any:
     return str(value)
 
 
-def phrase_key(identity: Mapping[str, Any], text: str) -> str:
+def phrase_key(identity: Mapping[str, Any], text: str | Sequence[str]) -> str:
     """The entry key (64 hex digits) of ``text`` rendered with ``identity`` (a provider's
-    :meth:`~ttsbridge.turns.TurnProvider.cache_identity`)."""
-    doc = {"v": KEY_VERSION, "identity": _canonical(identity), "text": normalise_text(text)}
+    :meth:`~ttsbridge.turns.TurnProvider.cache_identity`). A sequence is the text as it is sent, one request
+    per item (a text sent sentence by sentence renders otherwise than sent whole); blank items are dropped."""
+    parts = [text] if isinstance(text, str) else list(text)
+    segments = [normalise_text(p) for p in parts if p.strip()]
+    doc = {"v": KEY_VERSION, "identity": _canonical(identity), "segments": segments}
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -173,8 +173,7 @@ class PhraseCache:
             return None
         if self.scope is not None:
             identity = {**identity, "account": self.scope}
-        parts = [text] if segments is None else list(segments)
-        return phrase_key(identity, "\n".join(normalise_text(p) for p in parts if p.strip()))
+        return phrase_key(identity, text if segments is None else segments)
 
     # -- the backend, degraded on failure
 
