@@ -29,6 +29,7 @@ examples:
   ttsbridge emulator --port 8765            # then point any Cartesia-style client at http://127.0.0.1:8765
   ttsbridge demo --out demo.wav             # a Pipecat pipeline: scripted LLM -> our TTS -> WAV
   ttsbridge voices
+  ttsbridge cache warm --sqlite phrases.db --voice V "Hello! How can I help?" "Goodbye!"
 """
 
 
@@ -134,6 +135,63 @@ async def _say(args: argparse.Namespace) -> int:
     return 0
 
 
+def _phrase_cache(args: argparse.Namespace) -> Any:
+    from ttsbridge.cache import PhraseCache
+
+    if args.redis:
+        return PhraseCache.redis(args.redis, ttl=args.ttl)
+    return PhraseCache.sqlite(args.sqlite, max_bytes=args.max_bytes)
+
+
+def _phrases(args: argparse.Namespace) -> list[str]:
+    texts = list(args.text)
+    if args.file:
+        with open(args.file, encoding="utf-8") as f:
+            texts += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+    return texts
+
+
+async def _cache_warm(args: argparse.Namespace) -> int:
+    texts = _phrases(args)
+    if not texts:
+        print("error: no phrases (give them as arguments or with --file, one a line)", file=sys.stderr)
+        return 2
+    cache = _phrase_cache(args)
+    try:
+        async with _target(args) as (base_url, key, emu):
+            if emu is not None:
+                print(f"using the built-in emulator at {emu.base_url}", file=sys.stderr)
+            provider = _provider(args, base_url, key, emu)
+
+            def progress(done: int, total: int, text: str, status: str) -> None:
+                _progress(f"[{done}/{total}] {status:6} {text[:60]}")
+
+            try:
+                report = await cache.warm(provider, texts, sample_rate=args.sample_rate, progress=progress)
+            finally:
+                await provider.aclose()
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
+        stats = cache.stats()
+        print(
+            f"{cache!r}: {report.stored} stored, {report.cached} already cached, {report.failed} failed;"
+            f" {stats.entries} entries, {stats.bytes} bytes"
+        )
+    finally:
+        await cache.aclose()
+    return 1 if report.failed else 0
+
+
+async def _cache_stats(args: argparse.Namespace) -> int:
+    cache = _phrase_cache(args)
+    try:
+        stats = cache.stats()
+        print(f"{cache!r}: {stats.entries} entries, {stats.bytes} bytes")
+    finally:
+        await cache.aclose()
+    return 1 if stats.errors else 0
+
+
 async def _emulator(args: argparse.Namespace) -> int:
     from ttsbridge.emulator import Emulator, EmulatorConfig
 
@@ -213,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"ttsbridge {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_say, _add_emulator, _add_voices, _add_demo):
+    for add in (_add_say, _add_emulator, _add_voices, _add_demo, _add_cache):
         add(sub)
     return p
 
@@ -296,6 +354,37 @@ def _refuse_without_voice_listing(parser: argparse.ArgumentParser, provider: str
     if providers.get(provider).list_voices is None:
         listing = ", ".join(repr(n) for n in NAMES if providers.get(n).list_voices is not None)
         parser.error(f"argument --provider: invalid choice: {provider!r} (choose from {listing})")
+
+
+def _cache_opts(sp: argparse.ArgumentParser) -> None:
+    where = sp.add_mutually_exclusive_group(required=True)
+    where.add_argument("--sqlite", metavar="PATH", help="the SQLite file the workers share")
+    where.add_argument("--redis", metavar="URL", help="redis://host:6379/0 (a password in it is never shown)")
+    sp.add_argument("--max-bytes", type=int, default=512 << 20, help="SQLite: bound in bytes (default 512 MiB)")
+    sp.add_argument("--ttl", type=float, default=7 * 86400.0, help="Redis: entry lifetime, s (default 7 days)")
+
+
+def _add_cache(sub: Any) -> None:  # argparse's _SubParsersAction
+    cache = sub.add_parser("cache", help="the phrase cache: warm it with fixed phrases, show its size")
+    csub = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    warm = csub.add_parser(
+        "warm",
+        help="render phrases into a SQLite or Redis phrase cache (skipping those it holds)",
+        description="Render each phrase once, as the services would on a miss, and store it, so every worker "
+        "sharing the cache speaks it at once. The provider and voice options must be those the workers use.",
+    )
+    warm.add_argument("text", nargs="*", help="phrases to warm")
+    warm.add_argument("--file", "-f", help="a file of phrases, one a line ('#' lines skipped)")
+    warm.add_argument("--sample-rate", type=int, default=24000, help="the workers' output rate (default: 24000)")
+    warm.add_argument(
+        "--encoding", choices=("pcm_s16le", "pcm_mulaw", "pcm_alaw"), default="pcm_s16le", help="wire encoding"
+    )
+    _cache_opts(warm)
+    _target_opts(warm)
+    warm.set_defaults(func=_cache_warm)
+    stats = csub.add_parser("stats", help="entries and bytes in a SQLite or Redis phrase cache")
+    _cache_opts(stats)
+    stats.set_defaults(func=_cache_stats)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -47,6 +47,7 @@ FACTS = (
     "connection_reused",
     "outcome",
     "error_code",
+    "cache",
 )
 
 #: OpenTelemetry's general ``error.type`` attribute: the error code of a failed turn.
@@ -121,6 +122,9 @@ class TurnRecord:
         self._error: BaseException | None = None
         self._cancelled = False
         self._completed = False
+        #: ``"hit"`` / ``"miss"`` for a one-shot synthesis that went through the phrase cache (a bound turn
+        #: says it itself: ``Turn.cache``); None otherwise.
+        self.cache: str | None = None
 
     def bind(self, turn: Turn) -> None:
         self.turn = turn
@@ -175,6 +179,7 @@ class TurnRecord:
             "connection_reused": turn.connection_reused if turn is not None else None,
             "outcome": outcome,
             "error_code": code,
+            "cache": getattr(turn, "cache", None) or self.cache,  # the phrase cache: "hit" or "miss"
         }
         return {k: v for k, v in out.items() if v is not None and v != ""}
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
 from ttsbridge._options import ProviderOptions
@@ -192,6 +193,9 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
 
     #: Short provider name (``"nineninesix"``, ``"kitta"``), used in logs and metrics.
     provider: str = ""
+    #: The :class:`ttsbridge.cache.PhraseCache` serving this provider's whole known texts, or None (see
+    #: :meth:`use_phrase_cache`).
+    phrase_cache: Any = None
 
     @property
     @abc.abstractmethod
@@ -241,6 +245,39 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
                 rest = turn.take_received()
                 synthesis.hold(lambda: rest)
                 await turn.cancel()
+
+    def cache_identity(self, *, sample_rate: int, **overrides: Any) -> dict[str, Any] | None:
+        """Everything that changes the audio of a turn opened now with these arguments, for the phrase cache's
+        key (provider, endpoint, account scope, model, voice, voice controls, language, wire format, the output
+        rate); never a secret (the account is a digest: :func:`ttsbridge.cache.keys.account_scope`). None: the
+        provider's audio cannot be cached (the default). Raises like :meth:`open_turn` for a bad override."""
+        return None
+
+    def use_phrase_cache(self, cache: Any) -> None:
+        """Serve whole texts known before the first send from ``cache`` (a :class:`ttsbridge.cache.PhraseCache`,
+        or None to stop): :meth:`synthesize` and :meth:`open_phrase` look the text up first; a miss renders live
+        and is stored once it completed cleanly. :meth:`open_turn` (text still to come) is never cached."""
+        self.phrase_cache = cache
+        if cache is None:
+            self.__dict__.pop("synthesize", None)
+        else:
+            self.synthesize = functools.partial(cache.synthesize, self)  # type: ignore[method-assign]
+
+    async def open_phrase(
+        self, text: str, *, sample_rate: int, segments: Sequence[str] | None = None, **overrides: Any
+    ) -> Turn:
+        """A turn for ``text``, whose whole text is known before anything is sent (a ``TTSSpeakFrame``, a
+        ``say()``): from the phrase cache when it holds it, else a live turn (stored once it completed cleanly).
+        The caller sends ``segments`` (default ``[text]``: how the text will be sent, which changes the audio)
+        and ends the turn as usual. Without a phrase cache this is :meth:`open_turn`."""
+        cache = self.phrase_cache
+        if cache is None:
+            return await self.open_turn(sample_rate=sample_rate, **overrides)
+        return await cache.open_turn(self, text, sample_rate=sample_rate, segments=segments, **overrides)
+
+    def synthesize_live(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
+        """:meth:`synthesize` never served from (nor stored in) the phrase cache: for text an LLM streams."""
+        return type(self).synthesize(self, text, sample_rate=sample_rate, **overrides)
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
         """Open what the next turn will need (a connection, a standby session) ahead of time.

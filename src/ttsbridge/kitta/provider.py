@@ -13,14 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ttsbridge.cache.keys import account_scope
 from ttsbridge.engine.pool import KeyedPool
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaClient, KittaGeneration, KittaSession
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
 from ttsbridge.kitta.turn import KittaTurn
 from ttsbridge.turns import TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.cache import PhraseCache
 
 __all__ = ["KittaTurn", "KittaTurnProvider"]
 
@@ -57,6 +61,8 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
             has its first audio (so the handshake does not compete with it), at the latest after this long.
         client: an existing :class:`KittaClient` (then ``api_key``/``base_url``/knobs are ignored; the
             provider does not close it).
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache` for whole known texts (``synthesize()``, the
+            adapters' ``TTSSpeakFrame`` / ``say()``): see docs/cache.md.
         **client_kwargs: ``auth``, ``max_retries``, ``backoff_initial``, ``backoff_max``, ``connect_timeout``,
             ``event_timeout``, ``close_timeout``, ``resume_after_audio``, ``proxy``, ``ping_interval``,
             ``ping_after_silence``, ``pong_timeout`` (see KittaClient).
@@ -75,6 +81,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         standby_replace_delay_max: float = 1.0,
         limits: KittaLimits | None = None,
         client: KittaClient | None = None,
+        phrase_cache: PhraseCache | None = None,
         **client_kwargs: Any,
     ) -> None:
         if not isinstance(options, KittaOptions):
@@ -113,6 +120,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         self.standby_misses = 0
         self.standby_retired = 0
         self.standby_created = 0
+        self.use_phrase_cache(phrase_cache)
 
     def __repr__(self) -> str:
         return f"KittaTurnProvider(client={self._client!r}, standby={self.standby_enabled})"
@@ -144,6 +152,16 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
             overrides
         )  # the wire rate is the server's: known once a session is ready
         return {"model": options.model, "voice": options.voice_id, "wire_format": options.format}
+
+    def cache_identity(self, *, sample_rate: int, **overrides: Any) -> dict[str, Any]:
+        options = self._turn_options(overrides)  # every start.request field: each one changes the audio
+        return {
+            "provider": self.provider,
+            "endpoint": self._client.url,
+            "account": account_scope(self._client._api_key),
+            "options": options.model_dump(),
+            "sample_rate": _check_rate(sample_rate),
+        }
 
     def update_options(self, **options: Any) -> None:
         self._options = self._turn_options(options)  # the standby holds no start: it serves any options

@@ -45,6 +45,10 @@ class TurnChunkedStream(tts.ChunkedStream):
         try:
             await self._emit(agen, output_emitter, record, pushed)
             record.completed()
+            record.cache = getattr(agen, "cache", None)  # the phrase cache's "hit" / "miss"
+            usage = getattr(agen, "usage", None)  # a hit's: billed 0 (TTSMetrics' characters_count too)
+            if usage is not None:
+                owner._report_usage(request_id, usage)
         except asyncio.CancelledError:
             record.cancelled()
             raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
@@ -84,6 +85,8 @@ class _Attempt:
         self.has_text = asyncio.Event()  # set on the first non-blank text, or when the input ends without any
         self.turn_fut: asyncio.Future[Turn | None] = asyncio.get_running_loop().create_future()
         self.text = self.audio = self.cancelled = False
+        self.pushed: list[str] = []  # the input text, for the phrase cache
+        self.input_done = False  # the whole input (and its end) arrived
         self.turn: Turn | None = None
         self.span = current_span()  # LiveKit's tts_request_run span of this attempt
         self.record: TurnRecord | None = None
@@ -168,18 +171,30 @@ class _Attempt:
             if not self.text and data.strip():
                 self.text = True
                 self.has_text.set()
+            self.pushed.append(data)
             self.sentences.push_text(data)
+        self.input_done = True
         self.sentences.end_input()
         self.has_text.set()
 
-    async def _open(self) -> Turn:
+    def _known_phrase(self) -> list[str] | None:
+        """The sentences of the whole input when it all arrived before anything went out (``session.say``)
+        and the provider has a phrase cache; None otherwise (LLM text: live)."""
+        if not self.input_done or self.owner._turn_provider.phrase_cache is None:
+            return None
+        return list(self.owner._sentence_tokenizer.tokenize("".join(self.pushed))) or None
+
+    async def _open(self, phrase: list[str] | None = None) -> Turn:
         owner, stream = self.owner, self.stream
         provider = owner._turn_provider
         overrides = owner._open_turn_kwargs()
         self.record = TurnRecord(provider, sample_rate=owner.sample_rate, overrides=overrides)
         started = time.perf_counter()
+        rate = owner.sample_rate
         opened = await within(
-            provider.open_turn(sample_rate=owner.sample_rate, **overrides),
+            provider.open_phrase("".join(self.pushed), sample_rate=rate, segments=phrase, **overrides)
+            if phrase is not None
+            else provider.open_turn(sample_rate=rate, **overrides),
             self.timeout,
             discard=lambda t: t.cancel(),
         )
@@ -197,15 +212,18 @@ class _Attempt:
         if not self.text:
             self.turn_fut.set_result(None)
             return
+        phrase = self._known_phrase()
         try:
-            opened = await self._open()
+            opened = await self._open(phrase)
         except BaseException:
             if not self.turn_fut.done():
                 self.turn_fut.set_result(None)
             raise
         self.turn_fut.set_result(opened)
-        async for ev in self.sentences:
-            text = ev.token + " "
+        # a known phrase is sent as the key has it: its sentences, unpaced
+        tokens = _each(phrase) if phrase is not None else (ev.token async for ev in self.sentences)
+        async for token in tokens:
+            text = token + " "
             self.stream._mark_started()
             self.watchdog.on_send()
             await opened.send(text)
@@ -239,3 +257,8 @@ class _Attempt:
                     self._emit_words(words)
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short
             self._emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
+
+
+async def _each(items: list[str]) -> AsyncIterator[str]:
+    for item in items:
+        yield item

@@ -20,11 +20,12 @@ import math
 import sys
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
 
 from ttsbridge.audio.resample import StreamResampler
+from ttsbridge.cache.keys import account_scope
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.billing import NINENINESIX
@@ -34,6 +35,9 @@ from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
 from ttsbridge.policy.usage import TurnUsage, UsageMeter
 from ttsbridge.turns import Synthesis, Turn, TurnOutcome, TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.cache import PhraseCache
 
 logger = logging.getLogger("ttsbridge.nineninesix")
 
@@ -326,6 +330,8 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         wait_for_cancel_ack: make ``Turn.cancel()`` wait (bounded) for the server's ``done cancelled:true``.
             Off by default: after a barge-in the next turn should not pay a round trip; the acknowledgement is
             still requested and consumed by the connection (and late frames of the context are dropped).
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``synthesize()`` (and the adapters' whole known
+            texts) are served from it, a miss stored once it completed (docs/cache.md).
         client_kwargs: passed to :class:`NineninesixClient` (timeouts, ``cancel_ack``, ``max_idle``...).
     """
 
@@ -341,6 +347,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         concurrent_limit_retries: int = 3,
         retry_backoff: float = 0.2,
         wait_for_cancel_ack: bool = False,
+        phrase_cache: PhraseCache | None = None,
         **client_kwargs: Any,
     ) -> None:
         self._options = options or NineninesixOptions()
@@ -350,6 +357,8 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         self.retry_backoff = retry_backoff
         self.wait_for_cancel_ack = wait_for_cancel_ack
         self._turns: weakref.WeakSet[NineninesixTurn] = weakref.WeakSet()
+        self._account = account_scope(self.client._api_key)
+        self.use_phrase_cache(phrase_cache)
 
     @property
     def backoff(self) -> Backoff:
@@ -382,6 +391,19 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         out = {"model": opts.model or "", "voice": opts.voice or ""}
         out["wire_format"] = _wire_format(opts.output_format(sample_rate))
         return {k: v for k, v in out.items() if v}
+
+    def cache_identity(self, *, sample_rate: int, **overrides: Any) -> dict[str, Any]:
+        opts = self._resolve(overrides)
+        return {
+            "provider": self.provider,
+            "endpoint": self.client.http_base,
+            "account": self._account,
+            "model": opts.model,
+            "voice": opts.voice,
+            "language": opts.language,
+            "wire_format": _wire_format(opts.output_format(sample_rate)),
+            "sample_rate": sample_rate,
+        }
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
         fmt = (

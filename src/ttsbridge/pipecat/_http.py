@@ -80,14 +80,19 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         if clock is None:
             clock = self._clocks[context_id] = WordClock(self._speech_rate)
         clock.add_text(text, boundary=True)
-        await self.start_tts_usage_metrics(text)
+        known = self._phrase_known()  # a TTSSpeakFrame's whole text: through the phrase cache
+        if not known:
+            await self.start_tts_usage_metrics(text)
         rate = self.sample_rate
         record = self._records.get(context_id)
         if record is None:  # one record per audio context (one span): its requests add up
             record = self._records[context_id] = TurnRecord(self._provider, sample_rate=rate)
         record.add_characters(len(text))
+        provider = self._provider
+        synthesize = provider.synthesize if known or provider.phrase_cache is None else provider.synthesize_live
+        audio = synthesize(text, sample_rate=rate)
         try:
-            async for pcm in self._provider.synthesize(text, sample_rate=rate):
+            async for pcm in audio:
                 if not pcm:
                     continue
                 record.on_audio()
@@ -96,6 +101,9 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
                 await self._push_words(clock, clock.add_audio(len(pcm) / (2 * rate)), context_id)
             await self._push_words(clock, clock.end_segment(), context_id)
             record.completed()
+            record.cache = getattr(audio, "cache", None)
+            if known and record.cache != "hit":  # a hit is billed nothing: Pipecat's usage metric stays out
+                await self.start_tts_usage_metrics(text)
             self._trace(context_id, record)
         except Exception as exc:
             self._clocks.pop(context_id, None)

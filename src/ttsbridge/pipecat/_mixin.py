@@ -75,6 +75,9 @@ class _TurnServiceMixin:
     coalesce_tokens: ClassVar[bool] = True
     #: Pipecat ``TTSService`` arguments each service defaults differently (``push_stop_frames``...).
     pipecat_defaults: ClassVar[dict[str, Any]] = {}
+    #: True while Pipecat speaks a ``TTSSpeakFrame``: its whole text reaches ``run_tts`` in one call, so the
+    #: phrase cache may serve it (docs/cache.md).
+    _speaking_frame: bool = False
 
     def __init__(
         self,
@@ -120,6 +123,17 @@ class _TurnServiceMixin:
             # replayed behind later words, out of order in the LLM context.
             frames = await self._aggregated_frame_sequencer.finalize(context_id)  # type: ignore[attr-defined]
             await self._push_sequencer_frames(frames, context_id)  # type: ignore[attr-defined]
+
+    async def _handle_tts_speak(self, frame: Any) -> None:
+        self._speaking_frame = True
+        try:
+            await super()._handle_tts_speak(frame)  # type: ignore[misc]
+        finally:
+            self._speaking_frame = False
+
+    def _phrase_known(self) -> bool:
+        """``run_tts``' text is a whole utterance (a ``TTSSpeakFrame``) and the provider has a phrase cache."""
+        return self._speaking_frame and self._provider.phrase_cache is not None
 
     @property
     def provider(self) -> TurnProvider:

@@ -138,7 +138,7 @@ class TurnTTSService(_TurnAudioService):
         state = self._turns.get(context_id)
         opened = state is None
         if state is None:
-            state = await self._start_turn(context_id)
+            state = await self._start_turn(context_id, phrase=text if self._phrase_known() else None)
             if state is None:  # the turn could not be opened (reported)
                 yield None
                 return
@@ -156,12 +156,13 @@ class TurnTTSService(_TurnAudioService):
             await self._fail(context_id, failure)
         yield None
 
-    async def _start_turn(self, context_id: str) -> _TurnState | None:
+    async def _start_turn(self, context_id: str, phrase: str | None = None) -> _TurnState | None:
         """Open the provider turn behind ``context_id`` (its reader is started by :meth:`_start_reader`, once
-        its first text is sent); None (reported) if it failed."""
+        its first text is sent); None (reported) if it failed. ``phrase``: the whole text of a
+        ``TTSSpeakFrame``, looked up in the phrase cache."""
         record = TurnRecord(self._provider, sample_rate=self.sample_rate)
         try:
-            turn = await self._open_turn()
+            turn = await self._open_turn(phrase)
         except Exception as exc:
             record.failed(exc)
             self._trace(context_id, record)
@@ -181,13 +182,16 @@ class TurnTTSService(_TurnAudioService):
         state.reader = self.create_task(self._read_turn(state), name=f"turn-{state.context_id[:8]}")
         self._ensure_refresher()
 
-    async def _open_turn(self) -> Turn:
+    async def _open_turn(self, phrase: str | None = None) -> Turn:
         """Open a provider turn, awaited in this task: no task and no loop hop on the way out.
 
         A cancelled opening (barge-in) yields no turn, so there is none to cancel: ``open_turn`` is
         cancellation-safe (every provider creates its :class:`Turn` after its last await and leaves nothing
-        half-open when an await is cancelled: a cancelled connect is closed, never pooled).
+        half-open when an await is cancelled: a cancelled connect is closed, never pooled). ``phrase`` (a whole
+        known text) goes through the phrase cache: a hit is a turn that sends nothing.
         """
+        if phrase is not None:
+            return await self._provider.open_phrase(phrase, sample_rate=self.sample_rate)
         return await self._provider.open_turn(sample_rate=self.sample_rate)
 
     async def flush_audio(self, context_id: str | None = None) -> None:

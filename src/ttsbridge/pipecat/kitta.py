@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from pipecat.services.settings import TTSSettings
 from pipecat.utils.types import NOT_GIVEN, NotGiven
 
+from ttsbridge.cache import PhraseCache
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.client import resolve_api_key
@@ -66,6 +67,7 @@ class KittaTTSService(TurnTTSService):
             ``start`` is sent only when a turn opens).
         provider_options: passed to :class:`~ttsbridge.kitta.KittaTurnProvider`: ``standby_max_age``,
             ``auth="frame"``, ``max_retries``, ``connect_timeout``, ``event_timeout``, ``limits``...
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache` for ``TTSSpeakFrame``\\ s (docs/cache.md).
         **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).
 
     Raises:
@@ -85,6 +87,7 @@ class KittaTTSService(TurnTTSService):
         settings: TTSSettings | None = None,
         standby: bool = True,
         provider_options: Mapping[str, Any] | None = None,
+        phrase_cache: PhraseCache | None = None,
         **kwargs: Any,
     ) -> None:
         key = resolve_api_key(api_key)
@@ -98,7 +101,7 @@ class KittaTTSService(TurnTTSService):
         extra: dict[str, Any] = dict(provider_options or {})
         if base_url is not None:
             extra["base_url"] = base_url
-        provider = KittaTurnProvider(key, options=options, standby=standby, **extra)
+        provider = KittaTurnProvider(key, options=options, standby=standby, phrase_cache=phrase_cache, **extra)
         super().__init__(provider=provider, settings=store, secrets=(key,), sample_rate=sample_rate, **kwargs)
 
     def _provider_options(self) -> dict[str, Any]:

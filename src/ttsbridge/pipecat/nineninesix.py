@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 from pipecat.services.settings import TTSSettings
 
+from ttsbridge.cache import PhraseCache
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 from ttsbridge.nineninesix.catalog import API_KEY_ENV
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DEFAULT_MODEL
@@ -56,6 +57,7 @@ def _provider(
     store: NineninesixTTSSettings,
     http_session: aiohttp.ClientSession | None,
     provider_options: Mapping[str, Any] | None,
+    phrase_cache: PhraseCache | None = None,
 ) -> NineninesixTurnProvider:
     # Language is pushed after Pipecat has converted it (TTSService.__init__); voice and model are
     # validated here, before anything connects.
@@ -65,6 +67,7 @@ def _provider(
         base_url=base_url,
         options=options,
         http_session=http_session,
+        phrase_cache=phrase_cache,
         **dict(provider_options or {}),
     )
 
@@ -82,10 +85,11 @@ class _NineninesixService:
         settings: TTSSettings | None = None,
         http_session: aiohttp.ClientSession | None = None,
         provider_options: Mapping[str, Any] | None = None,
+        phrase_cache: PhraseCache | None = None,
         **kwargs: Any,
     ) -> None:
         store = _store_settings(settings)
-        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options)
+        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options, phrase_cache)
         super().__init__(  # type: ignore[call-arg]  # the turn base class that follows in the MRO
             provider=provider,
             settings=store,
@@ -111,6 +115,8 @@ class NineninesixTTSService(_NineninesixService, TurnTTSService):
         provider_options: passed to :class:`~ttsbridge.nineninesix.NineninesixTurnProvider`:
             ``concurrent_limit_retries``, ``connect_timeout``, ``receive_timeout``, ``cancel_timeout``,
             ``max_idle`` (seconds before a pooled idle connection is replaced), ``ping_interval``...
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: a ``TTSSpeakFrame`` whose text it holds sends
+            nothing and bills nothing (docs/cache.md).
         **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).
 
     Raises:

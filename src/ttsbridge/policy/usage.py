@@ -133,6 +133,8 @@ class TurnUsage:
     #: Units reserved but not yet billed or refunded (Kitta segments waiting for their first audio).
     characters_reserved: int = 0
     retries: int = 0
+    #: Characters served from the phrase cache (:mod:`ttsbridge.cache`): sent to no server, billed 0.
+    characters_cached: int = 0
 
 
 @dataclass
@@ -264,6 +266,7 @@ class UsageTotals:
     characters_billed: int = 0
     characters_heard: int = 0
     audio_seconds: float = 0.0
+    characters_cached: int = 0
 
     @classmethod
     def of(cls, usages: Iterable[TurnUsage]) -> UsageTotals:
@@ -282,6 +285,7 @@ class UsageTotals:
         self.characters_billed += usage.characters_billed
         self.characters_heard += usage.characters_heard
         self.audio_seconds += usage.audio_seconds
+        self.characters_cached += usage.characters_cached
 
     def report(self) -> str:
         """One line: ``3 turns (done 2, cancelled 1): 120 characters sent, 118 billed, 80 heard; 7.4 s``."""
@@ -290,5 +294,7 @@ class UsageTotals:
             f"{self.turns} turn{'s' if self.turns != 1 else ''}"
             + (f" ({outcomes})" if outcomes else "")
             + f": {self.characters_sent} characters sent, {self.characters_billed} billed,"
-            + f" {self.characters_heard} heard; {self.audio_seconds:.1f} s of audio"
+            + f" {self.characters_heard} heard"
+            + (f", {self.characters_cached} from the phrase cache" if self.characters_cached else "")
+            + f"; {self.audio_seconds:.1f} s of audio"
         )

@@ -8,6 +8,7 @@ from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
 from ttsbridge import providers
+from ttsbridge.cache import PhraseCache
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
@@ -47,6 +48,7 @@ class TTS(PluginTTS[KittaOptions]):
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
         text_pacing: tts.SentenceStreamPacer | bool = False,
         client_options: dict[str, Any] | None = None,
+        phrase_cache: PhraseCache | None = None,
     ) -> None:
         """Kitta Realtime TTS v2 for LiveKit Agents.
 
@@ -67,6 +69,7 @@ class TTS(PluginTTS[KittaOptions]):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
             client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
                 ``event_timeout``, ``standby_max_age``, ``limits``...).
+            phrase_cache: a :class:`ttsbridge.cache.PhraseCache` (see ``nineninesix.TTS``; docs/cache.md).
 
         Raises:
             TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
@@ -79,7 +82,13 @@ class TTS(PluginTTS[KittaOptions]):
             k: extra.pop(k) for k in ("standby_max_age", "standby_replace_delay_max", "limits") if k in extra
         }
         provider = KittaTurnProvider(
-            key, base_url=base_url, options=options, standby=standby, **provider_kwargs, **extra
+            key,
+            base_url=base_url,
+            options=options,
+            standby=standby,
+            phrase_cache=phrase_cache,
+            **provider_kwargs,
+            **extra,
         )
         super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
 

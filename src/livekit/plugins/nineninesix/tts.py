@@ -9,6 +9,7 @@ from livekit.agents import tokenize, tts, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
 from ttsbridge import providers
+from ttsbridge.cache import PhraseCache
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
@@ -57,6 +58,7 @@ class TTS(PluginTTS[NineninesixOptions]):
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
         text_pacing: tts.SentenceStreamPacer | bool = False,
         client_options: dict[str, Any] | None = None,
+        phrase_cache: PhraseCache | None = None,
     ) -> None:
         """Nineninesix TTS for LiveKit Agents (a drop-in for ``cartesia.TTS``).
 
@@ -83,6 +85,8 @@ class TTS(PluginTTS[NineninesixOptions]):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
             client_options: advanced WebSocket client settings (``connect_timeout``, ``cancel_timeout``,
                 ``receive_timeout``, ``max_idle``, ``ping_interval``, ``cancel_ack``).
+            phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it
+                holds send nothing and bill nothing (docs/cache.md).
 
         Raises:
             TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
@@ -100,6 +104,7 @@ class TTS(PluginTTS[NineninesixOptions]):
             base_url=base_url,
             options=options,
             http_session=http_session or _job_http_session(),
+            phrase_cache=phrase_cache,
             **(client_options or {}),
         )
         super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)

@@ -1,0 +1,34 @@
+"""A phrase cache: greetings and fixed prompts spoken at once and billed once, shared by every process of a
+fleet (docs/cache.md).
+
+    from ttsbridge.cache import PhraseCache
+
+    cache = PhraseCache.sqlite("/var/cache/agent/phrases.db", max_bytes=256 << 20)   # or .memory() / .redis(url)
+    tts = nineninesix.TTS(voice=..., phrase_cache=cache)                             # any surface: phrase_cache=
+    await cache.warm(tts, ["Hello! How can I help?", "Goodbye!"])                    # e.g. in prewarm_fnc
+"""
+
+from __future__ import annotations
+
+from ttsbridge.cache.backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend
+from ttsbridge.cache.entry import PhraseEntry
+from ttsbridge.cache.keys import account_scope, normalise_text, phrase_key
+from ttsbridge.cache.phrase import CacheStats, PhraseCache, PhraseSynthesis, WarmReport
+from ttsbridge.cache.turn import CachedTurn, RecordingTurn
+
+__all__ = [
+    "CacheBackend",
+    "CacheStats",
+    "CachedTurn",
+    "MemoryBackend",
+    "PhraseCache",
+    "PhraseEntry",
+    "PhraseSynthesis",
+    "RecordingTurn",
+    "RedisBackend",
+    "SQLiteBackend",
+    "WarmReport",
+    "account_scope",
+    "normalise_text",
+    "phrase_key",
+]

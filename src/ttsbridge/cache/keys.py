@@ -1,0 +1,55 @@
+"""The phrase cache's key: sha256 of a canonical JSON of everything that changes the audio. Pure.
+
+A provider says what changes its audio (:meth:`~ttsbridge.turns.TurnProvider.cache_identity`: provider,
+endpoint, account scope, model, voice, every voice control, language, wire encoding and rate, the output
+rate); the text is added normalised (:func:`normalise_text`). Nothing secret goes in: the account scope is a
+digest of the key (:func:`account_scope`), and the key of an entry is a digest of the whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["KEY_VERSION", "account_scope", "normalise_text", "phrase_key"]
+
+#: Bumped when the key's recipe or the entry's audio changes meaning: old entries then simply miss.
+KEY_VERSION = 1
+
+
+def normalise_text(text: str) -> str:
+    """The text as the server renders it: both APIs trim each transcript / segment; runs of whitespace are
+    one space (how the adapters split a text into sentences must not change its key)."""
+    return " ".join(text.split())
+
+
+def account_scope(secret: str | None) -> str:
+    """A stand-in for the account behind ``secret`` (an API key): 16 hex digits of a salted sha256, so two
+    accounts never share entries (a cloned voice id is an account's own) and the key is never stored. Empty
+    for no key."""
+    if not secret:
+        return ""
+    return hashlib.sha256(b"ttsbridge.cache.account\0" + secret.strip().encode()).hexdigest()[:16]
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def phrase_key(identity: Mapping[str, Any], text: str | Sequence[str]) -> str:
+    """The entry key (64 hex digits) of ``text`` rendered with ``identity`` (a provider's
+    :meth:`~ttsbridge.turns.TurnProvider.cache_identity`). A sequence is the text as it is sent, one request
+    per item (a text sent sentence by sentence renders otherwise than sent whole); blank items are dropped."""
+    parts = [text] if isinstance(text, str) else list(text)
+    segments = [normalise_text(p) for p in parts if p.strip()]
+    doc = {"v": KEY_VERSION, "identity": _canonical(identity), "segments": segments}
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
