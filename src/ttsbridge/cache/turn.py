@@ -39,7 +39,7 @@ class CachedTurn(Turn):
     def __init__(self, entry: PhraseEntry, *, sample_rate: int, provider: str = "") -> None:
         if entry.sample_rate != sample_rate:
             raise ValueError(f"entry at {entry.sample_rate} Hz served at {sample_rate} Hz")
-        self.id = f"phrase-{uuid.uuid4().hex[:16]}"
+        self._id = f"phrase-{uuid.uuid4().hex[:16]}"
         self.sample_rate = sample_rate
         self.provider = provider or entry.provider
         self._entry = entry
@@ -48,6 +48,10 @@ class CachedTurn(Turn):
         self._cancelled = False
         self._finished = False
         self._step = max(2, int(self.chunk_s * sample_rate) * 2)
+
+    @property
+    def id(self) -> str:
+        return self._id
 
     def __repr__(self) -> str:
         return f"CachedTurn(id={self.id!r}, rate={self.sample_rate}, seconds={self._entry.duration:.2f})"
