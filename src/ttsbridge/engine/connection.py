@@ -39,10 +39,10 @@ from websockets.typing import Subprotocol
 
 from ttsbridge._logging import RedactingLogger
 from ttsbridge._redact import redact
-from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnEvent, TurnFailed
+from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnEvent
 from ttsbridge.engine.protocol import TurnProtocol
 from ttsbridge.engine.socket import Socket
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError, TTSTimeoutError
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError
 
 logger = logging.getLogger("ttsbridge.engine")
 
@@ -437,8 +437,6 @@ class Connection:
             elif isinstance(ev, ConnectionFailed):
                 self._cancel_timer()
             else:
-                if type(ev) is TurnFailed and isinstance(ev.error, TTSTimeoutError):
-                    self.condemn()  # audio was owed and did not come: is the connection still there?
                 sink = sinks.pop(ev.turn_id, None)  # nothing follows a turn's end
                 if sink is not None:
                     sink(ev)
@@ -477,7 +475,11 @@ class Connection:
         if self.protocol.closed:
             return
         now = self._loop.time()
-        self.protocol.tick(now)
+        proto = self.protocol
+        timeouts = proto.timeouts
+        proto.tick(now)
+        if proto.timeouts != timeouts:
+            self.condemn()  # audio was owed and did not come: is the connection still there?
         self._liveness(now)
         self._after_input()
         if self.protocol.has_data_to_send():

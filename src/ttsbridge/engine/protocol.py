@@ -61,6 +61,9 @@ class TurnProtocol(abc.ABC):
 
     #: Provider name, used in error texts and logs (``"nineninesix"``, ``"kitta"``).
     provider: str = ""
+    #: Turns :meth:`tick` failed because audio was owed and did not come (a timeout): the engine condemns the
+    #: connection on each (no new turn goes to it until a ping proves it alive).
+    timeouts: int = 0
 
     def __init__(self) -> None:
         self._outbox: list[Frame] = []

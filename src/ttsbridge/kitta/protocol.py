@@ -314,6 +314,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
                 f"kitta {self.request_id}: no server event for {self.event_timeout:g} s "
                 f"(state {self.state.value})"
             )
+            self.timeouts += 1
             self._fail(err, now, close=(1000, "failed"), may_retry=False)
 
     def receive(self, frame: str | bytes | bytearray | memoryview, now: float) -> None:

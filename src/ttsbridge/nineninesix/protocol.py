@@ -148,6 +148,7 @@ class NineninesixProtocol(TurnProtocol):
             err = TTSTimeoutError(
                 f"nineninesix: no audio for context {facts.context_id} within {self.receive_timeout:.1f}s"
             )
+            self.timeouts += 1
             # cancel it on the server: the context must not go on generating unheard
             if self._withdraw(facts) and self.cancel_ack:
                 facts.ack_deadline = now + self.ack_wait
