@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -198,9 +199,12 @@ class PhraseCache:
         self._warned = False
 
     async def _call(self, op: Any, timeout: float) -> Any:
-        if self.backend.blocking:
-            return await asyncio.wait_for(op, timeout)
-        return await op
+        if not self.backend.blocking:
+            return await op
+        if sys.version_info >= (3, 11):  # no task of its own (wait_for on 3.10 costs one more loop turn)
+            async with asyncio.timeout(timeout):
+                return await op
+        return await asyncio.wait_for(op, timeout)  # pragma: no cover - Python 3.10
 
     async def lookup(self, key: str) -> PhraseEntry | None:
         """The entry under ``key``, or None (also when the backend fails: see the class docs). Counts no hit
