@@ -6,6 +6,9 @@ sink (session_helpers.py), so a barge-in lands while the cached phrase is playin
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,9 +21,10 @@ from test_livekit_agent_session import _check_spoken, _norm
 from heard import prefix_error, sentence_frequencies
 from otel_support import attrs, named
 from ttsbridge.cache import PhraseCache
-from ttsbridge.emulator import Emulator, tone_frequency
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_frequency
 from ttsbridge.livekit import TURN_USAGE_EVENT
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROVIDERS = ["nineninesix", "kitta"]
 GREETING = "Hello! How can I help?"
 LONG = "Sure, I can help with that. Your table for four is booked for eight tonight. Is there anything else?"
@@ -216,3 +220,37 @@ async def test_text_streamed_like_an_llm_is_rendered_live_every_time(emu: Emulat
 
 async def _collect(stream: tts.SynthesizeStream) -> list[tts.SynthesizedAudio]:
     return [ev async for ev in stream]
+
+
+async def test_the_worker_example_prewarms_a_file_every_job_process_shares(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NINENINESIX_BASE_URL", emu.base_url)
+    monkeypatch.setenv("NINENINESIX_API_KEY", emu.api_key)
+    monkeypatch.setenv("NINENINESIX_VOICE", TONE_VOICE_ID)
+    monkeypatch.setenv("PHRASE_CACHE", str(tmp_path / "phrases.db"))
+    spec = importlib.util.spec_from_file_location(
+        "livekit_phrase_cache_example", EXAMPLES / "livekit_phrase_cache.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    first, second = SimpleNamespace(userdata={}), SimpleNamespace(userdata={})
+    await asyncio.wait_for(asyncio.to_thread(example.prewarm, first), BOUND)  # setup_fnc: no loop of its own
+    made = requests(emu, "nineninesix")
+    await asyncio.wait_for(asyncio.to_thread(example.prewarm, second), BOUND)  # the next job process
+    assert requests(emu, "nineninesix") == made
+    assert first.userdata["phrase_cache_warm"].stored == len(example.PHRASES)
+    assert second.userdata["phrase_cache_warm"].cached == len(example.PHRASES)
+
+    cache = example.open_cache()  # a job: its own cache on the same file
+    t = example.build_tts(cache)
+    try:
+        async with agent_session(t, {}) as h:
+            await _say(h, example.GREETING)
+            _check_played(h, t, example.GREETING)
+        assert requests(emu, "nineninesix") == made and cache.stats().hits == 1
+    finally:
+        await t.aclose()
+        await cache.aclose()
