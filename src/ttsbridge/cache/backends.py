@@ -22,27 +22,18 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from ttsbridge._redact import safe_url
 from ttsbridge.errors import TTSInvalidOptionError
 
-__all__ = ["CacheBackend", "MemoryBackend", "RedisBackend", "SQLiteBackend", "safe_url"]
+__all__ = ["CacheBackend", "MemoryBackend", "RedisBackend", "SQLiteBackend"]
 
 
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise TTSInvalidOptionError(name, value, "a whole number of bytes > 0")
     return value
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its user and password (``redis://:pw@host:6379/0`` -> ``redis://host:6379/0``)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class CacheBackend(abc.ABC):
