@@ -200,6 +200,28 @@ async def test_a_stream_span_says_cache_hit(emu: Emulator, spans: InMemorySpanEx
     assert a["ttsbridge.characters_sent"] == 0
 
 
+async def test_a_say_after_update_options_misses_then_hits(emu: Emulator) -> None:
+    clone = emu.voices.clone(name="second voice", clip=b"not a wav: a fixed tone from the bytes")
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, "nineninesix", cache)
+    try:
+        await asyncio.wait_for(cache.warm(t, [GREETING]), BOUND)
+        async with agent_session(t, {}) as h:
+            t.update_options(voice=clone.id)  # type: ignore[attr-defined]
+            made = requests(emu, "nineninesix")
+            await _say(h, GREETING)  # another voice: another key, a live render
+            assert requests(emu, "nineninesix") > made
+            await cache.flush()
+            made = requests(emu, "nineninesix")
+            await _say(h, GREETING)  # now cached for that voice too
+            assert requests(emu, "nineninesix") == made
+            got = sentence_frequencies(h.player.segments[-1].pcm, t.sample_rate, sentences(GREETING))
+            assert got == pytest.approx([clone.frequency] * len(got), rel=0.01)  # the new voice's audio
+    finally:
+        await t.aclose()
+    assert (cache.stats().misses, cache.stats().hits, len(cache)) == (1, 1, 2)
+
+
 async def test_text_streamed_like_an_llm_is_rendered_live_every_time(emu: Emulator) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
     t = _tts(emu, "nineninesix", cache)

@@ -176,17 +176,18 @@ async def test_a_mixed_session_keeps_its_order_one_audio_context_per_turn(
     assert len(cache) == 2  # the LLM turn was not stored
 
 
-async def test_barge_in_during_a_cached_prompt_leaves_no_stale_frame(emu: Emulator) -> None:
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_barge_in_during_a_cached_prompt_leaves_no_stale_frame(emu: Emulator, provider: str) -> None:
     cache = PhraseCache.memory(max_bytes=32 << 20)
-    tts = make_tts(emu, phrase_cache=cache)
+    tts = service(emu, provider, cache)
     await asyncio.wait_for(cache.warm(tts, [MENU, BYE], sample_rate=RATE), 20.0)
     gate, probe = Gate(), Probe(words=3)
     frames = [TTSSpeakFrame(MENU), InterruptWhen(probe.words_seen), TTSSpeakFrame(BYE)]
-    before = requests(emu, "nineninesix")
+    before = requests(emu, provider)
     _, up = await run(pipeline(gate, tts, probe), frames, rate=RATE)
 
     assert gate.fired.is_set() and not errors_of(up)
-    assert requests(emu, "nineninesix") == before  # no request, no cancel: nothing was on the server
+    assert requests(emu, provider) == before  # no request, no cancel: nothing was on the server
     seen = probe.frames
     cut = next(i for i, f in enumerate(seen) if isinstance(f, InterruptionFrame))
     menu, bye = contexts_of(seen)
