@@ -94,6 +94,27 @@ async def test_a_repeated_say_sends_nothing_bills_nothing_and_plays_the_same_sam
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_warmed_phrase_plays_the_samples_of_a_live_say(emu: Emulator, provider: str) -> None:
+    plain = make_provider_tts(emu, provider)  # no cache: today's live render
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, provider, cache)
+    try:
+        async with agent_session(plain, {}) as h:
+            await _say(h, LONG)
+            live = _check_played(h, plain, LONG)
+        assert (await asyncio.wait_for(cache.warm(t, [LONG]), BOUND)).stored == 1
+        made = requests(emu, provider)
+        async with agent_session(t, {}) as h:
+            await _say(h, LONG)
+            cached = _check_played(h, t, LONG)
+        assert requests(emu, provider) == made and cache.stats().hits == 1
+    finally:
+        await plain.aclose()
+        await t.aclose()
+    assert cached.rstrip(b"\0") == live.rstrip(b"\0")  # warm() renders as say() does
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_barge_in_during_a_cached_say_keeps_the_heard_prefix_and_no_stale_frame(
     emu: Emulator, provider: str
 ) -> None:
