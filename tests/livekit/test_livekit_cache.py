@@ -6,6 +6,9 @@ sink (session_helpers.py), so a barge-in lands while the cached phrase is playin
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,9 +21,10 @@ from test_livekit_agent_session import _check_spoken, _norm
 from heard import prefix_error, sentence_frequencies
 from otel_support import attrs, named
 from ttsbridge.cache import PhraseCache
-from ttsbridge.emulator import Emulator, tone_frequency
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_frequency
 from ttsbridge.livekit import TURN_USAGE_EVENT
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROVIDERS = ["nineninesix", "kitta"]
 GREETING = "Hello! How can I help?"
 LONG = "Sure, I can help with that. Your table for four is booked for eight tonight. Is there anything else?"
@@ -87,6 +91,27 @@ async def test_a_repeated_say_sends_nothing_bills_nothing_and_plays_the_same_sam
     assert hit_usage.audio_seconds == pytest.approx(live_usage.audio_seconds, abs=0.01)
     counts = [m.characters_count for m in events.metrics]
     assert counts[-1] == 0 and counts[0] > 0  # LiveKit's TTSMetrics bill the hit nothing
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_warmed_phrase_plays_the_samples_of_a_live_say(emu: Emulator, provider: str) -> None:
+    plain = make_provider_tts(emu, provider)  # no cache: today's live render
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, provider, cache)
+    try:
+        async with agent_session(plain, {}) as h:
+            await _say(h, LONG)
+            live = _check_played(h, plain, LONG)
+        assert (await asyncio.wait_for(cache.warm(t, [LONG]), BOUND)).stored == 1
+        made = requests(emu, provider)
+        async with agent_session(t, {}) as h:
+            await _say(h, LONG)
+            cached = _check_played(h, t, LONG)
+        assert requests(emu, provider) == made and cache.stats().hits == 1
+    finally:
+        await plain.aclose()
+        await t.aclose()
+    assert cached.rstrip(b"\0") == live.rstrip(b"\0")  # warm() renders as say() does
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -196,6 +221,28 @@ async def test_a_stream_span_says_cache_hit(emu: Emulator, spans: InMemorySpanEx
     assert a["ttsbridge.characters_sent"] == 0
 
 
+async def test_a_say_after_update_options_misses_then_hits(emu: Emulator) -> None:
+    clone = emu.voices.clone(name="second voice", clip=b"not a wav: a fixed tone from the bytes")
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, "nineninesix", cache)
+    try:
+        await asyncio.wait_for(cache.warm(t, [GREETING]), BOUND)
+        async with agent_session(t, {}) as h:
+            t.update_options(voice=clone.id)  # type: ignore[attr-defined]
+            made = requests(emu, "nineninesix")
+            await _say(h, GREETING)  # another voice: another key, a live render
+            assert requests(emu, "nineninesix") > made
+            await cache.flush()
+            made = requests(emu, "nineninesix")
+            await _say(h, GREETING)  # now cached for that voice too
+            assert requests(emu, "nineninesix") == made
+            got = sentence_frequencies(h.player.segments[-1].pcm, t.sample_rate, sentences(GREETING))
+            assert got == pytest.approx([clone.frequency] * len(got), rel=0.01)  # the new voice's audio
+    finally:
+        await t.aclose()
+    assert (cache.stats().misses, cache.stats().hits, len(cache)) == (1, 1, 2)
+
+
 async def test_text_streamed_like_an_llm_is_rendered_live_every_time(emu: Emulator) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
     t = _tts(emu, "nineninesix", cache)
@@ -216,3 +263,37 @@ async def test_text_streamed_like_an_llm_is_rendered_live_every_time(emu: Emulat
 
 async def _collect(stream: tts.SynthesizeStream) -> list[tts.SynthesizedAudio]:
     return [ev async for ev in stream]
+
+
+async def test_the_worker_example_prewarms_a_file_every_job_process_shares(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NINENINESIX_BASE_URL", emu.base_url)
+    monkeypatch.setenv("NINENINESIX_API_KEY", emu.api_key)
+    monkeypatch.setenv("NINENINESIX_VOICE", TONE_VOICE_ID)
+    monkeypatch.setenv("PHRASE_CACHE", str(tmp_path / "phrases.db"))
+    spec = importlib.util.spec_from_file_location(
+        "livekit_phrase_cache_example", EXAMPLES / "livekit_phrase_cache.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    first, second = SimpleNamespace(userdata={}), SimpleNamespace(userdata={})
+    await asyncio.wait_for(asyncio.to_thread(example.prewarm, first), BOUND)  # setup_fnc: no loop of its own
+    made = requests(emu, "nineninesix")
+    await asyncio.wait_for(asyncio.to_thread(example.prewarm, second), BOUND)  # the next job process
+    assert requests(emu, "nineninesix") == made
+    assert first.userdata["phrase_cache_warm"].stored == len(example.PHRASES)
+    assert second.userdata["phrase_cache_warm"].cached == len(example.PHRASES)
+
+    cache = example.open_cache()  # a job: its own cache on the same file
+    t = example.build_tts(cache)
+    try:
+        async with agent_session(t, {}) as h:
+            await _say(h, example.GREETING)
+            _check_played(h, t, example.GREETING)
+        assert requests(emu, "nineninesix") == made and cache.stats().hits == 1
+    finally:
+        await t.aclose()
+        await cache.aclose()

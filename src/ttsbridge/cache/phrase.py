@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -198,9 +199,12 @@ class PhraseCache:
         self._warned = False
 
     async def _call(self, op: Any, timeout: float) -> Any:
-        if self.backend.blocking:
-            return await asyncio.wait_for(op, timeout)
-        return await op
+        if not self.backend.blocking:
+            return await op
+        if sys.version_info >= (3, 11):  # no task of its own (wait_for on 3.10 costs one more loop turn)
+            async with asyncio.timeout(timeout):
+                return await op
+        return await asyncio.wait_for(op, timeout)  # pragma: no cover - Python 3.10
 
     async def lookup(self, key: str) -> PhraseEntry | None:
         """The entry under ``key``, or None (also when the backend fails: see the class docs). Counts no hit
@@ -309,11 +313,12 @@ class PhraseCache:
     async def _render(
         self, provider: TurnProvider, text: str, rate: int, segments: Sequence[str], overrides: dict[str, Any]
     ) -> bytes:
-        """A live turn of ``text`` sent as ``segments``, read whole; raises if it did not complete."""
+        """A live turn of ``text`` sent as ``segments`` (each one as it is), read whole; raises if it did not
+        complete."""
         turn = await provider.open_turn(sample_rate=rate, **overrides)
         try:
             for part in segments:
-                await turn.send(part + " " if len(segments) > 1 else part)
+                await turn.send(part)
             await turn.end()
             pcm = b"".join([chunk async for chunk in turn])
         finally:
@@ -380,7 +385,8 @@ def _surface(tts: Any, sample_rate: int | None) -> tuple[TurnProvider, int, Call
     elif isinstance(getattr(tts, "turn_provider", None), TurnProvider):  # LiveKit TurnTTS
         tokenizer = tts._sentence_tokenizer
         provider, rate = tts.turn_provider, sample_rate or tts.sample_rate
-        split = lambda text: list(tokenizer.tokenize(text)) or [text]  # noqa: E731
+        # as the stream sends a known text: each sentence of the plugin's tokenizer, with a space after it
+        split = lambda text: [s + " " for s in tokenizer.tokenize(text)] or [text]  # noqa: E731
     elif isinstance(getattr(tts, "provider", None), TurnProvider):  # a Pipecat service
         provider, rate, split = (
             tts.provider,

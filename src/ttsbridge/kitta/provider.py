@@ -15,7 +15,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ttsbridge.cache.keys import account_scope
+from ttsbridge._keys import account_scope
 from ttsbridge.engine.pool import KeyedPool
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaClient, KittaGeneration, KittaSession

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
 
+from ttsbridge._keys import account_scope
 from ttsbridge.audio.resample import StreamResampler
-from ttsbridge.cache.keys import account_scope
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError
 from ttsbridge.nineninesix.billing import NINENINESIX
