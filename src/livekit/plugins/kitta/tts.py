@@ -65,7 +65,8 @@ class TTS(PluginTTS):
             text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
             client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
-                ``event_timeout``, ``standby_max_age``, ``limits``...).
+                ``event_timeout``, ``standby_max_age``, ``limits``, the liveness checks ``ping_interval``,
+                ``ping_after_silence``, ``pong_timeout``: see ``KittaClient``...).
 
         Raises:
             TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
