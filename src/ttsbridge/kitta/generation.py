@@ -117,6 +117,11 @@ class KittaGeneration:
         return self._facts.audio_bytes
 
     @property
+    def rendered(self) -> list[tuple[int, int]]:
+        """(characters of text, audio bytes delivered) at each segment's ``usage`` (see ``TurnFacts``)."""
+        return self._facts.rendered
+
+    @property
     def audio_started(self) -> bool:
         return self._facts.audio_bytes > 0
 

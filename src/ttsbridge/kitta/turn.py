@@ -86,6 +86,14 @@ class KittaTurn(Turn):
     def characters_sent(self) -> int:
         return self._gen.characters_sent
 
+    reports_send_ends = True  # each send is flushed: a segment, ended by its `usage`
+
+    @property
+    def rendered(self) -> list[tuple[int, float]]:
+        gen = self._gen  # each segment's `usage`: the end of that text's audio
+        rate = gen.sample_rate
+        return [(chars, n / 2 / rate) for chars, n in gen.rendered] if rate else []
+
     @property
     def connection_reused(self) -> bool:
         """True when the turn took the warm standby connection (no handshake or auth on its path)."""
