@@ -98,8 +98,8 @@ class PhraseCache:
         self.max_entry_bytes = int(max_entry_bytes)
         self._secrets = tuple(s for s in (getattr(backend, "password", None),) if s)
         self._hits = self._misses = self._stores = self._errors = 0
-        self._warned = False
-        self._down_until = 0.0
+        self._failing: set[str] = set()  # the operations failing now ("lookup", "store", "stats"): one outage
+        self._down_until: dict[str, float] = {}  # operation -> monotonic time before which it is not tried
         self._pending: set[asyncio.Task[Any]] = set()
 
     # -- constructors
@@ -143,17 +143,21 @@ class PhraseCache:
 
     def __len__(self) -> int:
         try:
-            return self.backend.count()
+            n = self.backend.count()
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "stats")
             return 0
+        self._ok("stats")
+        return n
 
     def stats(self) -> CacheStats:
         try:
             size, entries = self.backend.size(), self.backend.count()
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "stats")
             size = entries = 0
+        else:
+            self._ok("stats")
         return CacheStats(self._hits, self._misses, size, entries, self._stores, self._errors)
 
     # -- the key
@@ -178,12 +182,13 @@ class PhraseCache:
 
     # -- the backend, degraded on failure
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, op: str) -> None:
+        """``op`` failed: one warning per outage (the first failure while no operation is failing; a lookup
+        that answers while the stores fail ends nothing), and ``op`` is left alone for ``retry_after``."""
         self._errors += 1
-        self._down_until = time.monotonic() + self.retry_after
+        self._down_until[op] = time.monotonic() + self.retry_after
         what = redact(f"{type(exc).__name__}: {exc}", self._secrets)
-        if not self._warned:
-            self._warned = True
+        if not self._failing:
             logger.warning(
                 "phrase cache %s failed (%s); rendering live, trying it again in %.0f s",
                 self.backend.describe(),
@@ -192,11 +197,18 @@ class PhraseCache:
             )
         else:
             logger.debug("phrase cache %s failed again (%s)", self.backend.describe(), what)
+        self._failing.add(op)
 
-    def _ok(self) -> None:
-        if self._warned:
-            logger.info("phrase cache %s answers again", self.backend.describe())
-        self._warned = False
+    def _ok(self, op: str) -> None:
+        if op in self._failing:
+            self._failing.discard(op)
+            if not self._failing:
+                logger.info("phrase cache %s answers again", self.backend.describe())
+
+    def _resting(self, op: str) -> bool:
+        """``op`` failed less than ``retry_after`` ago: not tried (a lookup misses at once)."""
+        until = self._down_until.get(op)
+        return until is not None and time.monotonic() < until
 
     async def _call(self, op: Any, timeout: float) -> Any:
         if not self.backend.blocking:
@@ -209,14 +221,14 @@ class PhraseCache:
     async def lookup(self, key: str) -> PhraseEntry | None:
         """The entry under ``key``, or None (also when the backend fails: see the class docs). Counts no hit
         or miss."""
-        if self._down_until and time.monotonic() < self._down_until:
+        if self._resting("lookup"):
             return None
         try:
             blob = await self._call(self.backend.get(key), self.lookup_timeout)
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "lookup")
             return None
-        self._ok()
+        self._ok("lookup")
         if blob is None:
             return None
         try:
@@ -229,14 +241,14 @@ class PhraseCache:
         """Store ``entry`` under ``key``; False when it was not stored (too long, or the backend failed)."""
         if entry.nbytes > self.max_entry_bytes:
             return False
-        if self._down_until and time.monotonic() < self._down_until:
+        if self._resting("store"):
             return False
         try:
             await self._call(self.backend.put(key, entry.to_bytes()), self.store_timeout)
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "store")
             return False
-        self._ok()
+        self._ok("store")
         self._stores += 1
         return True
 
