@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from ttsbridge.cache.keys import normalise_text, phrase_key
 from ttsbridge.cache.turn import CachedTurn, RecordingTurn
 from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
 from ttsbridge.policy.usage import TurnUsage
-from ttsbridge.turns import Turn, TurnProvider
+from ttsbridge.turns import Synthesis, Turn, TurnProvider
 
 __all__ = ["CacheStats", "PhraseCache", "PhraseSynthesis", "WarmReport"]
 
@@ -418,10 +419,11 @@ def _surface(tts: Any, sample_rate: int | None) -> tuple[TurnProvider, int, Call
     return provider, rate, split
 
 
-class PhraseSynthesis:
-    """``provider.synthesize(text)`` through the cache: an async iterator of PCM16 chunks. ``cache`` says
-    ``"hit"`` or ``"miss"`` once the first chunk was asked for (None: the provider cannot be cached);
-    ``usage`` is the hit's (nothing billed), None for a miss."""
+class PhraseSynthesis(Synthesis):
+    """``provider.synthesize(text)`` through the cache: a :class:`~ttsbridge.turns.Synthesis` (its
+    ``take_received`` is the live synthesis' on a miss, so a caller that gives a miss up after audio loses
+    none of it). ``cache`` says ``"hit"`` or ``"miss"`` once the first chunk was asked for (None: the provider
+    cannot be cached); ``usage`` is the hit's (nothing billed), None for a miss."""
 
     def __init__(
         self,
@@ -435,28 +437,31 @@ class PhraseSynthesis:
         self._rate, self._overrides = sample_rate, overrides
         self.cache: str | None = None
         self._turn: CachedTurn | None = None
-        self._gen: AsyncGenerator[bytes, None] = self._run()
+        super().__init__(lambda synthesis: self._run())
 
     @property
     def usage(self) -> TurnUsage | None:
         return self._turn.usage if self._turn is not None else None
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        return await self._gen.__anext__()
-
-    async def aclose(self) -> None:
-        await self._gen.aclose()
+    @contextlib.asynccontextmanager
+    async def _live(self) -> AsyncIterator[AsyncIterator[bytes]]:
+        """The live synthesis, closed with this one (its response released at once, not when collected)."""
+        live = self._provider.synthesize_live(self._text, sample_rate=self._rate, **self._overrides)
+        self.hold(getattr(live, "take_received", None))  # given up mid-way: what the live synthesis holds
+        try:
+            yield live
+        finally:
+            close = getattr(live, "aclose", None)
+            if close is not None:
+                await close()
 
     async def _run(self) -> AsyncIterator[bytes]:
         cache, provider, text, rate = self._cache, self._provider, self._text, self._rate
         key = cache.key_for(provider, text, sample_rate=rate, **self._overrides) if text.strip() else None
-        live = provider.synthesize_live(text, sample_rate=rate, **self._overrides)
         if key is None:
-            async for pcm in live:
-                yield pcm
+            async with self._live() as live:
+                async for pcm in live:
+                    yield pcm
             return
         entry = await cache.lookup(key)
         if entry is not None and entry.sample_rate == rate:
@@ -471,11 +476,13 @@ class PhraseSynthesis:
         self.cache = "miss"
         chunks: list[bytes] = []
         size = 0
-        async for pcm in live:
-            if size <= cache.max_entry_bytes:
-                chunks.append(pcm)
-                size += len(pcm)
-            yield pcm
+        async with self._live() as live:
+            async for pcm in live:
+                if size <= cache.max_entry_bytes:
+                    chunks.append(pcm)
+                    size += len(pcm)
+                yield pcm
+        self.hold(None)
         if chunks and size <= cache.max_entry_bytes:  # completed: the live synthesis raised nothing
             wire = provider.describe(sample_rate=rate, **self._overrides).get("wire_format", "")
             cache._store_later(key, cache._entry(text, rate, b"".join(chunks), provider.provider, wire))
