@@ -12,8 +12,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from livekit.agents import tts
-from lk_helpers import BOUND, FAST, Events, run_synthesize
+from livekit.agents import APIConnectOptions, APIError, tts
+from lk_helpers import (
+    BOUND,
+    FAST,
+    S1,
+    Events,
+    duration_of,
+    make_tts,
+    run_synthesize,
+    synthesize_until_error,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from session_helpers import Harness, agent_session, make_provider_tts, sentences
 from test_livekit_agent_session import _check_spoken, _norm
@@ -297,3 +306,28 @@ async def test_the_worker_example_prewarms_a_file_every_job_process_shares(
     finally:
         await t.aclose()
         await cache.aclose()
+
+
+@pytest.mark.parametrize(
+    ("cut", "timeout"), [("[[drop:10]]", 5.0), ("[[stall:10]]", 0.3)], ids=["cut", "stalled"]
+)
+async def test_a_synthesize_miss_cut_after_audio_fails_as_without_a_cache_and_stores_nothing(
+    emu: Emulator, cut: str, timeout: float
+) -> None:
+    """A ``synthesize()`` miss whose server cuts the body (or stalls, and the plugin's timeout gives it up)
+    after audio: the typed APIError and every frame received, as without a cache; nothing stored."""
+    delivered: dict[str, float] = {}
+    for name, cache in (("plain", None), ("cached", PhraseCache.memory(max_bytes=8 << 20))):
+        t = make_tts(emu, phrase_cache=cache)
+        try:
+            opts = APIConnectOptions(max_retry=0, timeout=timeout)
+            events, err = await synthesize_until_error(t, f"{S1} {cut}", opts)
+        finally:
+            await t.aclose()
+        assert isinstance(err, APIError) and err.retryable is False, name
+        delivered[name] = duration_of(events)
+        if cache is not None:
+            await cache.flush()
+            assert len(cache) == 0 and cache.stats().misses == 1
+    assert delivered["cached"] == pytest.approx(delivered["plain"], abs=0.012)
+    assert delivered["plain"] >= 10 * emu.config.chunk_ms / 1000 - 0.002
