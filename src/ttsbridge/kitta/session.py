@@ -99,7 +99,7 @@ class KittaSession:
 
     @property
     def suspect(self) -> bool:
-        """A liveness ping is out and unanswered (the engine's :attr:`Connection.suspect`): not to be taken."""
+        """A liveness ping is unanswered a while (the engine's :attr:`Connection.suspect`): not to be taken."""
         return self.connection is not None and self.connection.suspect
 
     def expired(self) -> bool:
