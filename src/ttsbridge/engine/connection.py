@@ -168,6 +168,11 @@ class Connection:
         return self._loop.time() - self.last_used
 
     @property
+    def checking(self) -> bool:
+        """A liveness ping is out and nothing was read since (answered or not, it is not known yet)."""
+        return self._ping_at is not None
+
+    @property
     def suspect(self) -> bool:
         """No new turn should be routed here until the connection is proven alive (anything arrives) or found
         dead (nothing within ``pong_timeout``): a turn timed out on it (:meth:`condemn`), or a ping has been
