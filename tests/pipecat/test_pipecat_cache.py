@@ -256,3 +256,32 @@ async def test_an_interrupted_prompt_leaves_only_what_was_heard_in_the_llm_conte
     assert said == pushed[: len(said)]
     if cache is not None:
         assert cache.stats().hits == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_miss_cut_by_barge_in_or_a_server_error_is_not_stored(emu: Emulator, provider: str) -> None:
+    """A live ``TTSSpeakFrame`` interrupted mid-render, then one the server fails after audio: neither is
+    stored; a clean render is. (One cache, a service per pipeline.)"""
+    emu.config.realtime_factor = 2.0  # still streaming when the cut lands
+    cache = PhraseCache.memory(max_bytes=32 << 20)
+    gate, probe = Gate(), Probe(words=3)
+    frames = [TTSSpeakFrame(MENU), InterruptWhen(probe.words_seen)]
+    await run(pipeline(gate, service(emu, provider, cache), probe), frames, rate=RATE)
+    assert gate.fired.is_set()
+    await cache.flush()
+    assert len(cache) == 0 and cache.stats().misses == 1
+
+    emu.config.realtime_factor = 0.0
+    marker = "[[kitta:error_after_audio]]" if provider == "kitta" else "[[error:generation_failed:2]]"
+    probe = Probe()
+    _, up = await run(
+        pipeline(Gate(), service(emu, provider, cache), probe), [TTSSpeakFrame(f"{BYE} {marker}")]
+    )
+    assert errors_of(up) and audio_of(probe.frames, contexts_of(probe.frames)[0])  # failed after audio
+    await cache.flush()
+    assert len(cache) == 0 and cache.stats().misses == 2
+
+    probe = Probe()
+    await run(pipeline(Gate(), service(emu, provider, cache), probe), [TTSSpeakFrame(BYE)], rate=RATE)
+    await cache.flush()
+    assert len(cache) == 1 and audio_of(probe.frames, contexts_of(probe.frames)[0])
