@@ -59,7 +59,6 @@ KITTA_VARIANTS = {
     "emotion": {"emotion": "happy"},
     "chunk_length": {"chunk_length": 150},
     "latency": {"latency": "balanced"},
-    "sample_rate": {"sample_rate": 16000},
 }
 
 
@@ -80,6 +79,11 @@ def test_the_kitta_key_covers_every_request_field() -> None:
     for name, change in KITTA_VARIANTS.items():
         assert key(kitta(**change)) != base, name
     assert key(kitta(), rate=16000) != base
+    qwen = key(kitta(model="qwen-tts"))  # the model whose request has instructions
+    assert key(kitta(model="qwen-tts", instructions="Speak slowly.")) != qwen
+    assert key(kitta(model="qwen-tts", optimize_instructions=True)) != qwen
+    assert key(kitta(sample_rate=16000)) == base  # KittaClient.synthesize's rate: a turn's is the one opened
+    assert key(kitta(speed=1)) == key(kitta(speed=1.0))  # the same request, the same audio
     assert key(kitta(api_key="another-kitta-account")) != base
     assert key(kitta(base_url="http://127.0.0.1:10")) != base
 
