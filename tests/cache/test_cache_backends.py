@@ -358,6 +358,25 @@ async def test_redis_going_down_mid_session_renders_live_with_one_warning(
     assert cache.stats().hits == 1
 
 
+async def test_a_failure_not_tried_again_stops_holding_the_outage_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A ``stats()`` that failed once (a dashboard, then gone) must not keep a later outage of the lookups
+    quiet: past ``outage_forgotten_after`` without another try it no longer counts."""
+    cache = PhraseCache.redis(f"redis://127.0.0.1:{free_port()}/0", ttl=60, retry_after=0.0)  # nobody listens
+    key = "0" * 64
+    try:
+        with caplog.at_level(logging.WARNING, logger="ttsbridge.cache"):
+            assert cache.stats().errors == 1
+            assert await cache.lookup(key) is None  # the same outage: no second warning
+            assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+            cache.outage_forgotten_after = 0.0  # (instead of waiting its 60 s)
+            assert await cache.lookup(key) is None
+    finally:
+        await cache.aclose()
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
+
+
 async def test_a_wrong_redis_password_never_reaches_a_log_line(
     emu: Emulator, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -84,9 +84,13 @@ class PhraseCache:
         self.store_timeout = float(store_timeout)
         self.retry_after = float(retry_after)
         self.max_entry_bytes = int(max_entry_bytes)
+        #: seconds after which an operation's last failure no longer holds an outage open (it was not tried
+        #: again): the next failure of another operation warns again
+        self.outage_forgotten_after = 60.0
         self._secrets = tuple(s for s in (getattr(backend, "password", None),) if s)
         self._hits = self._misses = self._stores = self._errors = 0
-        self._failing: set[str] = set()  # the operations failing now ("lookup", "store", "stats"): one outage
+        #: the operations failing now ("lookup", "store", "stats") -> when each last failed: one outage
+        self._failing: dict[str, float] = {}
         self._down_until: dict[str, float] = {}  # operation -> monotonic time before which it is not tried
         self._pending: set[asyncio.Task[Any]] = set()
 
@@ -170,12 +174,21 @@ class PhraseCache:
 
     # -- the backend, degraded on failure
 
+    def _forget_old_failures(self, now: float) -> None:
+        """An operation that last failed ``outage_forgotten_after`` ago and was not tried since (a ``stats()``
+        of a dashboard gone) no longer holds the outage open."""
+        horizon = now - self.outage_forgotten_after
+        for op in [op for op, when in self._failing.items() if when < horizon]:
+            del self._failing[op]
+
     def _failed(self, exc: BaseException, op: str) -> None:
         """``op`` failed: one warning per outage (the first failure while no operation is failing; a lookup
         that answers while the stores fail ends nothing), and ``op`` is left alone for ``retry_after``."""
         self._errors += 1
-        self._down_until[op] = time.monotonic() + self.retry_after
+        now = time.monotonic()
+        self._down_until[op] = now + self.retry_after
         what = redact(f"{type(exc).__name__}: {exc}", self._secrets)
+        self._forget_old_failures(now)
         if not self._failing:
             logger.warning(
                 "phrase cache %s failed (%s); rendering live, trying it again in %.0f s",
@@ -185,11 +198,11 @@ class PhraseCache:
             )
         else:
             logger.debug("phrase cache %s failed again (%s)", self.backend.describe(), what)
-        self._failing.add(op)
+        self._failing[op] = now
 
     def _ok(self, op: str) -> None:
-        if op in self._failing:
-            self._failing.discard(op)
+        if self._failing and self._failing.pop(op, None) is not None:
+            self._forget_old_failures(time.monotonic())
             if not self._failing:
                 logger.info("phrase cache %s answers again", self.backend.describe())
 
