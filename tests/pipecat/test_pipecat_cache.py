@@ -233,6 +233,24 @@ async def test_the_http_service_serves_speak_frames_from_the_cache_and_llm_text_
     assert usage_metrics(down) == [len(GREETING), len(S1)]  # the hit is billed nothing
 
 
+async def test_the_http_service_span_of_a_hit_says_nothing_was_sent(
+    emu: Emulator, spans: InMemorySpanExporter
+) -> None:
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    tts = NineninesixHttpTTSService(
+        emu.api_key,
+        base_url=emu.base_url,
+        settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID),
+        phrase_cache=cache,
+    )
+    await asyncio.wait_for(cache.warm(tts, [GREETING], sample_rate=RATE), 10.0)
+    probe = Probe()
+    await run_traced([Gate(), tts, probe], [TTSSpeakFrame(GREETING), WaitFor(probe.stopped)])
+
+    (hit,) = (attrs(s) for s in named(spans, "tts"))
+    assert hit["ttsbridge.cache"] == "hit" and hit["ttsbridge.characters_sent"] == 0
+
+
 @pytest.mark.parametrize("cached", [False, True], ids=["live", "cached"])
 async def test_an_interrupted_prompt_leaves_only_what_was_heard_in_the_llm_context(
     emu: Emulator, cached: bool
