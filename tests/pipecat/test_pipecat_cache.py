@@ -66,6 +66,15 @@ def service(emu: Emulator, provider: str, cache: PhraseCache | None = None, **kw
     return make_tts(emu, phrase_cache=cache, **kw)
 
 
+def http_service(emu: Emulator, cache: PhraseCache) -> NineninesixHttpTTSService:
+    return NineninesixHttpTTSService(
+        emu.api_key,
+        base_url=emu.base_url,
+        settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID),
+        phrase_cache=cache,
+    )
+
+
 def requests(emu: Emulator, provider: str) -> int:
     if provider == "kitta":
         return emu.stats.kitta_sessions
@@ -215,12 +224,7 @@ async def test_the_tts_span_says_cache_hit(emu: Emulator, spans: InMemorySpanExp
 
 async def test_the_http_service_serves_speak_frames_from_the_cache_and_llm_text_live(emu: Emulator) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
-    tts = NineninesixHttpTTSService(
-        emu.api_key,
-        base_url=emu.base_url,
-        settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID),
-        phrase_cache=cache,
-    )
+    tts = http_service(emu, cache)
     probe = Probe()
     frames = [TTSSpeakFrame(GREETING), WaitFor(probe.stopped), TTSSpeakFrame(GREETING), *llm_turn(S1)]
     down, up = await run(pipeline(Gate(), tts, probe), frames, rate=RATE, metrics=True)
@@ -237,12 +241,7 @@ async def test_the_http_service_span_of_a_hit_says_nothing_was_sent(
     emu: Emulator, spans: InMemorySpanExporter
 ) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
-    tts = NineninesixHttpTTSService(
-        emu.api_key,
-        base_url=emu.base_url,
-        settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID),
-        phrase_cache=cache,
-    )
+    tts = http_service(emu, cache)
     await asyncio.wait_for(cache.warm(tts, [GREETING], sample_rate=RATE), 10.0)
     probe = Probe()
     await run_traced([Gate(), tts, probe], [TTSSpeakFrame(GREETING), WaitFor(probe.stopped)])
