@@ -66,7 +66,7 @@ def service(emu: Emulator, provider: str, cache: PhraseCache | None = None, **kw
     return make_tts(emu, phrase_cache=cache, **kw)
 
 
-def http_service(emu: Emulator, cache: PhraseCache) -> NineninesixHttpTTSService:
+def http_service(emu: Emulator, cache: PhraseCache | None) -> NineninesixHttpTTSService:
     return NineninesixHttpTTSService(
         emu.api_key,
         base_url=emu.base_url,
@@ -302,3 +302,20 @@ async def test_a_miss_cut_by_barge_in_or_a_server_error_is_not_stored(emu: Emula
     await run(pipeline(Gate(), service(emu, provider, cache), probe), [TTSSpeakFrame(BYE)], rate=RATE)
     await cache.flush()
     assert len(cache) == 1 and audio_of(probe.frames, contexts_of(probe.frames)[0])
+
+
+async def test_the_http_service_reports_a_failed_miss_as_without_a_cache(emu: Emulator) -> None:
+    """A ``TTSSpeakFrame`` miss that the server cuts after audio was sent and is billed: Pipecat's usage
+    metric says so as it does without a cache (it is only left out for a hit); nothing is stored."""
+    text = f"{GREETING} [[drop:3]]"
+    reported: dict[str, list[int]] = {}
+    for name, cache in (("plain", None), ("cached", PhraseCache.memory(max_bytes=8 << 20))):
+        tts = http_service(emu, cache)
+        probe = Probe()
+        down, up = await run(pipeline(Gate(), tts, probe), [TTSSpeakFrame(text)], rate=RATE, metrics=True)
+        assert errors_of(up) and audio_of(probe.frames, contexts_of(probe.frames)[0]), name
+        reported[name] = usage_metrics(down)
+        if cache is not None:
+            await cache.flush()
+            assert len(cache) == 0
+    assert reported["cached"] == reported["plain"] == [len(text)]
