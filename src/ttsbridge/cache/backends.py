@@ -21,6 +21,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -130,6 +131,14 @@ _SCHEMA = (
 _TOUCH_EVERY_S = 10.0
 
 
+@dataclass
+class _Link:
+    """One connection to the SQLite file and the lock that lets one thread at a time use it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    conn: sqlite3.Connection | None = None
+
+
 class SQLiteBackend(CacheBackend):
     """One SQLite file shared by every process of the host: WAL (readers never wait for a writer), one row per
     entry, least recently used rows deleted when a store passes ``max_bytes`` (the bound holds for the file's
@@ -145,15 +154,17 @@ class SQLiteBackend(CacheBackend):
         if not os.path.isdir(parent):
             raise TTSInvalidOptionError("path", self.path, "a file in an existing directory")
         self.busy_timeout = float(busy_timeout)
-        self._lock = threading.Lock()  # one connection per backend, used by one thread at a time
-        self._conn: sqlite3.Connection | None = None
+        # Two connections, each used by one thread at a time: lookups never queue behind a store that waits
+        # for the file's write lock (another process writing: up to busy_timeout), as WAL readers need not.
+        self._reader = _Link()
+        self._writer = _Link()
         self._touched: dict[str, float] = {}  # hits not yet written: written by the worker thread
         self._touch_lock = threading.Lock()  # the loop adds to it while the worker thread takes it
         self._touch_due = 0.0
         self._background: set[asyncio.Task[Any]] = set()
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
+    def _connect(self, link: _Link) -> sqlite3.Connection:
+        if link.conn is None:
             conn = sqlite3.connect(
                 self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
@@ -165,14 +176,14 @@ class SQLiteBackend(CacheBackend):
             except BaseException:
                 conn.close()
                 raise
-            self._conn = conn
-        return self._conn
+            link.conn = conn
+        return link.conn
 
     # -- in the thread
 
     def _get(self, key: str) -> bytes | None:
-        with self._lock:
-            row = self._connect().execute("SELECT entry FROM phrases WHERE key = ?", (key,)).fetchone()
+        with self._reader.lock:
+            row = self._connect(self._reader).execute("SELECT entry FROM phrases WHERE key = ?", (key,)).fetchone()
         return bytes(row[0]) if row is not None else None
 
     def _flush_touches(self, conn: sqlite3.Connection) -> None:
@@ -184,8 +195,8 @@ class SQLiteBackend(CacheBackend):
             )
 
     def _touch(self) -> None:
-        with self._lock:
-            conn = self._connect()
+        with self._writer.lock:
+            conn = self._connect(self._writer)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._flush_touches(conn)
@@ -198,8 +209,8 @@ class SQLiteBackend(CacheBackend):
         weight = len(key) + len(blob)
         if weight > self.max_bytes:
             return
-        with self._lock:
-            conn = self._connect()
+        with self._writer.lock:
+            conn = self._connect(self._writer)
             conn.execute("BEGIN IMMEDIATE")  # one writer at a time across processes: the bound holds
             try:
                 self._flush_touches(conn)
@@ -224,7 +235,7 @@ class SQLiteBackend(CacheBackend):
                 raise
 
     def _scalar(self, sql: str) -> int:
-        """A read on a connection of its own: called from the event loop, it never waits for the worker
+        """A read on a connection of its own: called from the event loop, it never waits for a worker
         thread's lock (nor, in WAL mode, for a writer)."""
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         try:
@@ -236,12 +247,16 @@ class SQLiteBackend(CacheBackend):
         return int(value)
 
     def _clear(self) -> None:
-        with self._lock:
-            self._connect().execute("DELETE FROM phrases")
+        with self._writer.lock:
+            self._connect(self._writer).execute("DELETE FROM phrases")
 
     def _close(self) -> None:
-        with self._lock:
-            conn, self._conn = self._conn, None
+        with self._reader.lock:
+            conn, self._reader.conn = self._reader.conn, None
+            if conn is not None:
+                conn.close()
+        with self._writer.lock:
+            conn, self._writer.conn = self._writer.conn, None
             if conn is not None:
                 try:
                     if self._touched:
