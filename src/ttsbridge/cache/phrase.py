@@ -214,10 +214,13 @@ class PhraseCache:
     async def _call(self, op: Any, timeout: float) -> Any:
         if not self.backend.blocking:
             return await op
-        if sys.version_info >= (3, 11):  # no task of its own (wait_for on 3.10 costs one more loop turn)
-            async with asyncio.timeout(timeout):
-                return await op
-        return await asyncio.wait_for(op, timeout)  # pragma: no cover - Python 3.10
+        try:
+            if sys.version_info >= (3, 11):  # no task of its own (wait_for on 3.10 costs one more loop turn)
+                async with asyncio.timeout(timeout):
+                    return await op
+            return await asyncio.wait_for(op, timeout)  # pragma: no cover - Python 3.10
+        except (TimeoutError, asyncio.TimeoutError):  # one class from 3.11; it says nothing, the warning will
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
 
     async def lookup(self, key: str) -> PhraseEntry | None:
         """The entry under ``key``, or None (also when the backend fails: see the class docs). Counts no hit
