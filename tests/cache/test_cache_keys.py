@@ -161,3 +161,14 @@ def test_redis_and_sqlite_arguments_are_checked_up_front(tmp_path: Any) -> None:
         PhraseCache.sqlite(tmp_path / "missing-dir" / "c.db")
     with pytest.raises(TTSInvalidOptionError, match="max_bytes"):
         PhraseCache.memory(max_bytes=0)
+    for url in ("redis://:pw-456@127.0.0.1:port/0", "redis://:pw-456@[::1/0"):  # not a ValueError of urllib's
+        with pytest.raises(TTSInvalidOptionError, match="url") as info:
+            PhraseCache.redis(url, ttl=60)
+        assert "pw-456" not in str(info.value)
+    with pytest.raises(TTSInvalidOptionError, match="timeout"):
+        PhraseCache.redis("redis://127.0.0.1:6379", timeout=0)
+    for bad in ({"lookup_timeout": 0}, {"store_timeout": "5"}, {"retry_after": -1}, {"max_entry_bytes": 0}):
+        (name,) = bad
+        with pytest.raises(TTSInvalidOptionError, match=name):
+            PhraseCache.memory(**bad)
+    assert PhraseCache.memory(retry_after=0).retry_after == 0.0  # (ask again at every turn)

@@ -37,6 +37,14 @@ def _positive_int(name: str, value: Any) -> int:
     return value
 
 
+def seconds(name: str, value: Any, *, zero: bool = False) -> float:
+    """``value`` as seconds (> 0, or >= 0 with ``zero``), else a typed error naming ``name``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # (not NaN)
+    if not ok or value < 0 or (value == 0 and not zero):
+        raise TTSInvalidOptionError(name, value, "a number of seconds >= 0" if zero else "a number of seconds > 0")
+    return float(value)
+
+
 class CacheBackend(abc.ABC):
     """Opaque entries under string keys. Implementations may raise on any call; the cache copes."""
 
@@ -317,10 +325,17 @@ class RedisBackend(CacheBackend):
     def __init__(
         self, url: str, *, ttl: float | None, prefix: str = "ttsbridge:phrase:", timeout: float = 0.5
     ):
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise TTSInvalidOptionError("url", safe_url(str(url)), "a redis://, rediss:// or unix:// URL")
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0):
-            raise TTSInvalidOptionError("ttl", ttl, "seconds > 0, or None for no expiry")
+        allowed = "a redis://[[user]:password@]host[:port][/db], rediss:// or unix:// URL"
+        try:
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if parts is not None:
+                parts.port  # noqa: B018 - raises for a port that is not a number
+        except ValueError:  # a port that is not a number, a broken IPv6 host... (its text may echo a secret)
+            raise TTSInvalidOptionError("url", safe_url(url), allowed) from None
+        if parts is None or parts.scheme not in ("redis", "rediss", "unix"):
+            raise TTSInvalidOptionError("url", safe_url(str(url)), allowed)
+        if ttl is not None:
+            seconds("ttl", ttl)  # (None: no expiry)
         try:
             import redis.asyncio as aioredis
         except ImportError as exc:  # pragma: no cover - the extra is in dev
@@ -330,8 +345,8 @@ class RedisBackend(CacheBackend):
         self._url = url
         self.ttl = ttl
         self.prefix = prefix
-        self.timeout = float(timeout)
-        self.password = urlsplit(url).password
+        self.timeout = seconds("timeout", timeout)
+        self.password = parts.password
         self._client = aioredis.Redis.from_url(
             url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout, retry_on_timeout=False
         )

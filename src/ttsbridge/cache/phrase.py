@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ttsbridge._redact import redact
-from ttsbridge.cache.backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend
+from ttsbridge.cache.backends import (
+    CacheBackend,
+    MemoryBackend,
+    RedisBackend,
+    SQLiteBackend,
+    _positive_int,
+    seconds,
+)
 from ttsbridge.cache.entry import PhraseEntry
 from ttsbridge.cache.keys import normalise_text, phrase_key
 from ttsbridge.cache.synthesis import PhraseSynthesis
@@ -80,10 +87,10 @@ class PhraseCache:
             raise TTSInvalidOptionError("scope", scope, "a non-empty string, or None")
         self.backend = backend
         self.scope = scope
-        self.lookup_timeout = float(lookup_timeout)
-        self.store_timeout = float(store_timeout)
-        self.retry_after = float(retry_after)
-        self.max_entry_bytes = int(max_entry_bytes)
+        self.lookup_timeout = seconds("lookup_timeout", lookup_timeout)
+        self.store_timeout = seconds("store_timeout", store_timeout)
+        self.retry_after = seconds("retry_after", retry_after, zero=True)
+        self.max_entry_bytes = _positive_int("max_entry_bytes", max_entry_bytes)
         #: seconds after which an operation's last failure no longer holds an outage open (it was not tried
         #: again): the next failure of another operation warns again
         self.outage_forgotten_after = 60.0
