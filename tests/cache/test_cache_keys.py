@@ -159,6 +159,8 @@ def test_redis_and_sqlite_arguments_are_checked_up_front(tmp_path: Any) -> None:
         PhraseCache.redis("redis://127.0.0.1:6379", ttl=0)
     with pytest.raises(TTSInvalidOptionError, match="path"):
         PhraseCache.sqlite(tmp_path / "missing-dir" / "c.db")
+    with pytest.raises(TTSInvalidOptionError, match="busy_timeout"):
+        PhraseCache.sqlite(tmp_path / "c.db", busy_timeout=-1)
     with pytest.raises(TTSInvalidOptionError, match="max_bytes"):
         PhraseCache.memory(max_bytes=0)
     for url in ("redis://:pw-456@127.0.0.1:port/0", "redis://:pw-456@[::1/0"):  # not a ValueError of urllib's

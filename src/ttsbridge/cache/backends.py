@@ -161,7 +161,7 @@ class SQLiteBackend(CacheBackend):
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
             raise TTSInvalidOptionError("path", self.path, "a file in an existing directory")
-        self.busy_timeout = float(busy_timeout)
+        self.busy_timeout = seconds("busy_timeout", busy_timeout)
         # Two connections, each used by one thread at a time: lookups never queue behind a store that waits
         # for the file's write lock (another process writing: up to busy_timeout), as WAL readers need not.
         self._reader = _Link()
