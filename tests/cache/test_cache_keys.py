@@ -134,9 +134,13 @@ def test_the_entry_round_trips_and_foreign_bytes_are_refused() -> None:
         provider="kitta",
         wire_format="pcm@44100",
     )
-    back = PhraseEntry.from_bytes(entry.to_bytes())
+    blob = entry.to_bytes()
+    back = PhraseEntry.from_bytes(blob)
     assert back == entry
     assert back.duration == pytest.approx(1024 / 2 / 16000)
+    # a hit copies none of the stored audio (seconds of it: the copy was most of the lookup's time)
+    assert isinstance(back.pcm, memoryview) and back.pcm.obj is blob
+    assert PhraseEntry.from_bytes(back.to_bytes()) == entry
     for bad in (b"", b"TBPC", b"XXXX\x01\x00\x00\x00\x00", entry.to_bytes()[:-1]):
         with pytest.raises(ValueError):
             PhraseEntry.from_bytes(bad)
