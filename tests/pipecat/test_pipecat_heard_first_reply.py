@@ -18,8 +18,14 @@ from ttsbridge.emulator import Emulator
 #: ms of audio per character (tone: 60, ~16.7 characters/s; 90: ~11)
 VOICES = {"fast": 60.0, "slow": 90.0}
 REPLY = "Sure, I can help you. This is a test of the new booking system we built for everyone who calls."
-#: about 1 s in, inside a word for both voices (a cut right at a word's end makes the count a coin toss)
-CUT_AT = 1.1
+#: About 1 s in, with margin on both sides of both counts, for both voices, so that scheduling jitter cannot
+#: flip them. Heard (word ends at ms_per_char): "can" ends at 0.66 / 0.99 s (fast / slow voice), "help" at
+#: 0.96 / 1.44 s, "you." at 1.26 / 1.89 s. Kept (Pipecat takes start times; Nineninesix's first reply is
+#: timed at the 15 chars/s prior): "help" starts at 0.80 s, "you." at 1.13 s. The caller's position at the
+#: interruption lands 5-85 ms past the cut (more under load), so at 1.02 s the slow voice has heard 3 words
+#: (30 ms past the end of "can") and 4 are kept until the interruption is 110 ms late: +1 (fast: 0).
+#: At 1.1 s that slack was 30 ms: a loaded run kept "you." too (+2), a coin toss rather than the estimate.
+CUT_AT = 1.02
 
 
 def _sentences(text: str) -> list[str]:

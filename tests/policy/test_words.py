@@ -306,9 +306,9 @@ def test_release_mode_is_checked() -> None:
 class _AlwaysChecking(WordClock):
     """The reference: the full due check on every chunk (no skipping while nothing can be due)."""
 
-    def add_audio(self, seconds: float) -> list[TimedWord]:
+    def add_audio(self, seconds: float, *, due_s: float | None = None) -> list[TimedWord]:
         self._quiet_until = 0.0
-        return super().add_audio(seconds)
+        return super().add_audio(seconds, due_s=due_s)
 
 
 _STEP = st.one_of(
@@ -394,3 +394,28 @@ def test_releasing_at_the_end_the_word_that_ends_an_open_piece_waits_for_its_rep
     assert [w.text for w in words] == ["Sure, ", "I ", "can ", "help "]
     [you] = clock.complete_text(len(first), 2.0)
     assert you.text == "you. " and you.end == pytest.approx(2.0)  # ends where the piece's audio does
+
+
+def test_hold_keeps_a_piece_followed_by_another_until_its_end_or_its_start_is_due() -> None:
+    # the slow voice of the first reply (90 ms/char, 22 weight in 1.89 s) against the 15 chars/s prior:
+    # "you." would go out at 17/15 = 1.13 s; held, the first piece's reported end times it at 1.53 s
+    first, second = "Sure, I can help you. ", "This is a test. "
+    clock = WordClock(SpeechRate(15.0), release="start", pieces=True, hold=True)
+    clock.add_text(first, boundary=True)
+    clock.add_text(second, boundary=True)
+    # the audio runs ahead of playback (here 2x): what is not about to be played waits for the piece's end
+    assert [w.text for w in clock.add_audio(1.2, due_s=0.3 + 0.15)] == ["Sure, ", "I "]
+    assert clock.add_audio(0.69, due_s=0.35 + 0.15) == []
+    words = clock.complete_text(len(first), 1.89)
+    timed = [(w.text, round(w.start, 3)) for w in words]
+    assert timed == [("can ", 0.687), ("help ", 1.031), ("you. ", 1.46), ("This ", 1.89)]
+    # nothing is held past its play time (1x: the audio just ahead of playback), nor without a later piece
+    clock = WordClock(SpeechRate(15.0), release="start", pieces=True, hold=True)
+    clock.add_text(first, boundary=True)
+    clock.add_text(second, boundary=True)
+    assert [w.text for w in clock.add_audio(0.6, due_s=0.5 + 0.15)] == ["Sure, ", "I ", "can "]
+    alone = WordClock(SpeechRate(15.0), release="start", pieces=True, hold=True)
+    alone.add_text(first, boundary=True)
+    assert [w.text for w in alone.add_audio(1.2)] == ["Sure, ", "I ", "can ", "help ", "you. "]
+    with pytest.raises(ValueError, match="hold"):
+        WordClock(release="end", hold=True)

@@ -174,7 +174,7 @@ class TurnTTSService(_TurnAudioService):
         state = _TurnState(
             context_id=context_id,
             turn=turn,
-            clock=WordClock(self._speech_rate, pieces=turn.reports_send_ends),
+            clock=WordClock(self._speech_rate, pieces=turn.reports_send_ends, hold=True),
             record=record,
         )
         state.touch()

@@ -45,6 +45,8 @@ class _TurnState:
     last_activity: float = 0.0
     #: the reader's hold while the turn is safely ahead (see :meth:`_hold`); a barge-in ends it at once
     hold: asyncio.Future[None] | None = None
+    #: monotonic time of the first audio since the clock's time base (about Pipecat's word-timestamp base)
+    first_audio_at: float | None = None
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
@@ -71,6 +73,11 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: less often: wait a little and push what arrived meanwhile as frames of at most
     #: :attr:`coalesce_audio_s` (:class:`~ttsbridge.policy.chunks.Playout`; the first frame is never held).
     hold_when_ahead: ClassVar[bool] = True
+    #: A word whose time the provider's report of its segment's end will correct (WordClock ``hold``) is
+    #: released at the latest this long before its estimated start is played (Pipecat commits a word whose
+    #: timestamp has passed at once). The play time is taken from the turn's first audio (Pipecat's word
+    #: time base for a context that plays at once; a queued context's is later, so its words go early).
+    word_due_margin_s: ClassVar[float] = 0.15
 
     # -- audio --------------------------------------------------------------------------------------------
 
@@ -98,7 +105,11 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             if state.record is not None:
                 state.record.on_audio()
             await append(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
-            words = clock.add_audio(len(pcm) / bytes_per_s)
+            now = time.monotonic()
+            if state.first_audio_at is None:
+                state.first_audio_at = now
+            due = now - state.first_audio_at + self.word_due_margin_s
+            words = clock.add_audio(len(pcm) / bytes_per_s, due_s=due)
             words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
             if words:
                 await self._push_words(clock, words, context_id)
@@ -182,6 +193,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             # Pipecat let the context go while the turn is still open (the LLM stalled for long); the next
             # sentence opens a new audio context with a new time base.
             state.clock.restart()
+            state.first_audio_at = None
         await super().on_audio_context_completed(context_id)
 
     # -- barge-in -----------------------------------------------------------------------------------------

@@ -28,7 +28,9 @@ gap after it; an ideograph weighs 3, a kana 2 (Mandarin is spoken at ~4-5 charac
 
 * ``release="start"`` (Pipecat's ``add_word_timestamps`` takes start times): once its start lies within the
   audio received; its end is that estimate clipped to the audio received. A trailing word of streamed tokens
-  is held until whitespace or the segment's end shows that it is complete;
+  is held until whitespace or the segment's end shows that it is complete. With ``hold`` (Pipecat, Kitta) a
+  unit of a piece that another piece follows waits for its piece's reported end (exact times) unless its
+  start is about to be played (``due_s``), so a first reply's words are not fixed at the prior's times;
 * ``release="end"`` (LiveKit's ``TimedString`` carries an end): once its end lies within the audio received;
   the last unit sent so far is held until more text arrives or the segment ends (more audio may be its own).
 
@@ -194,10 +196,23 @@ class WordClock:
     """
 
     def __init__(
-        self, rate: SpeechRate | None = None, *, release: Release = "start", pieces: bool = False
+        self,
+        rate: SpeechRate | None = None,
+        *,
+        release: Release = "start",
+        pieces: bool = False,
+        hold: bool = False,
     ) -> None:
         if release not in ("start", "end"):
             raise ValueError(f"release must be 'start' or 'end', got {release!r}")
+        if hold and release != "start":
+            raise ValueError("hold is for release='start' only")
+        #: ``release="start"`` with :attr:`pieces`: a unit of a piece that another piece follows is held
+        #: until its piece's end is reported (:meth:`complete_text` then times it exactly) or until its
+        #: start is due to be played (:meth:`add_audio`'s ``due_s``), whichever comes first. Free while
+        #: audio runs ahead of playback; it never waits on anything but audio the provider still owes.
+        self.hold = hold
+        self._due_s = math.inf  # the last due_s given (restart: none)
         self._rate = rate if rate is not None else SpeechRate()
         self._release = release
         self._cps = self._rate.chars_per_second
@@ -304,13 +319,16 @@ class WordClock:
 
     # -- audio
 
-    def add_audio(self, seconds: float) -> list[TimedWord]:
-        """Audio of ``seconds`` was received; return the units now due (see ``release``).
+    def add_audio(self, seconds: float, *, due_s: float | None = None) -> list[TimedWord]:
+        """Audio of ``seconds`` was received; return the units now due (see ``release``). ``due_s``
+        (seconds from the time base; with :attr:`hold`): units that start by then are no longer held.
 
         Cheap per chunk: until the audio reaches the next unit's release time (or the rate cap), nothing
         is computed; the full check runs only when something may be due.
         """
         seg = self._seg
+        if due_s is not None:
+            self._due_s = due_s
         if seconds > 0.0:
             seg.audio_s += seconds
             self._audio_total += seconds
@@ -331,6 +349,8 @@ class WordClock:
             if self._release == "start":
                 if start > seg.audio_s + _EPS:
                     break
+                if self.hold and len(seg.piece_ends) > 1 and self._offset_s + start > self._due_s:
+                    break  # held: its piece's reported end will time it (see hold)
             elif end > seg.audio_s + _EPS or (seg.next == len(seg.units) - 1 and seg.pending is None):
                 break  # not within the audio yet, or the last unit sent so far
             out.append(self._emit(unit, start, min(end, seg.audio_s)))
@@ -477,6 +497,7 @@ class WordClock:
         self._weight_done = 0
         self._chars_done = 0
         self._reports = None
+        self._due_s = math.inf
         self._audio_total = 0.0
         self._cps = self._rate.chars_per_second
         self._quiet_until = 0.0
