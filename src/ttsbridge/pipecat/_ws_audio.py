@@ -120,8 +120,10 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                     return
                 if not pcm:
                     continue
-                small = 2 * len(pcm) <= limit  # a hold can only gather chunks that fit a frame
+                n = len(pcm)
                 pcm = join(pcm)
+                # hold only for a chunk that came alone (a burst is already joined) and a frame can gather
+                small = n == len(pcm) and 2 * n <= limit
                 await out(pcm)
                 if playout is None:
                     continue
