@@ -26,7 +26,7 @@ from ttsbridge.engine import (
     TurnFailed,
     TurnProtocol,
 )
-from ttsbridge.engine.protocol import describe_close
+from ttsbridge.engine.protocol import GiveUp, describe_close
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError, TTSTimeoutError
 
 KEY = "toy-secret-key-123"
@@ -78,10 +78,14 @@ class ToyProtocol(TurnProtocol):
             self._emit(TurnFailed(tid, err))
         self._emit(ConnectionFailed(err))
 
-    def open_turn(self, turn_id: str, now: float, **options: Any) -> None:
+    def open_turn(self, turn_id: str, request: Any, now: float) -> Any:
         if self._closed:
             raise TTSConnectionError("toy: closed")
         self.turns[turn_id] = "open"
+        return None
+
+    def retry_plan(self, turn_id: str, now: float) -> GiveUp:
+        return GiveUp(TTSConnectionError(f"toy: turn {turn_id} failed"))
 
     def send_text(self, turn_id: str, text: str, now: float) -> None:
         self._send(json.dumps({"turn": turn_id, "text": text}))
@@ -111,9 +115,6 @@ class ToyProtocol(TurnProtocol):
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def turn_state(self, turn_id: str) -> str | None:
-        return self.turns.get(turn_id)
 
     def live_turns(self) -> Sequence[str]:
         return [t for t, s in self.turns.items() if s in ("open", "ending")]

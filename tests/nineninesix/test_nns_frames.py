@@ -27,7 +27,8 @@ def proto() -> Driver:
     p = Driver(NineninesixProtocol(OutputFormat()))
     for cid in ("a", "b"):
         p.open(cid)
-        p.p.end_turn(cid, p.now, "Hello.")
+        p.p.send_text(cid, "Hello.", p.now)
+        p.p.end_turn(cid, p.now)
     p.p.data_to_send()  # written: the server knows both contexts
     return p
 

@@ -1,5 +1,5 @@
 """Kitta's billing rule, written once: :data:`KITTA` (the table) and :func:`session_units` (a session's units
-as the protocol records them); :class:`~ttsbridge.kitta.turn.KittaTurn` ``usage`` applies the one to the other.
+as the protocol records them); :meth:`KittaProtocol.usage <ttsbridge.kitta.protocol.KittaProtocol.usage>` applies the one to the other.
 
 Text accumulates until a flush; each non-empty flushed segment is a unit, reserved at the flush, committed
 (billed) at its first audio frame, refunded if the session ends before any of its audio (failure, cancel,

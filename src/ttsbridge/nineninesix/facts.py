@@ -12,9 +12,36 @@ import uuid
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from ttsbridge.engine.backoff import Backoff
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError, TTSSilentConnectionError
 from ttsbridge.nineninesix.catalog import effect_of
+from ttsbridge.nineninesix.models import OutputFormat
 from ttsbridge.nineninesix.states import ContextState
+
+
+@dataclass(frozen=True)
+class NineninesixRequest:
+    """The typed request of one Nineninesix attempt (``NineninesixProtocol.open_turn``): the format (it picks
+    the pooled connection), model, voice and language; how often and with which backoff the protocol plans
+    a retry (``max_retries``, ``backoff``: None retries at once); the turn's own audio-owed bound
+    (``receive_timeout``, None: the connection's). A retry's request also carries the turn over: every text
+    so far (``texts``, replayed), whether it was ended, the attempt counts and the first attempt's deadline
+    for its first audio (``not_after``)."""
+
+    output_format: OutputFormat = field(default_factory=OutputFormat)
+    model: str | None = None
+    voice: str | None = None
+    language: str | None = None
+    max_retries: int = 0
+    backoff: Backoff | None = None
+    receive_timeout: float | None = None
+    #: False: never retried (a bare context of the client).
+    retry: bool = True
+    texts: tuple[str, ...] = ()
+    ended: bool = False
+    retries: int = 0
+    replays: int = 0
+    not_after: float = math.inf
 
 
 @dataclass(eq=False, slots=True)
@@ -43,6 +70,13 @@ class ContextFacts:
     last_sent: float = -math.inf
     last_heard: float = 0.0
     ack_deadline: float = math.inf
+    #: The request it was opened with (what a retry carries on), and its audio-owed bound.
+    request: NineninesixRequest | None = None
+    receive_timeout: float = 15.0
+
+    @property
+    def characters_sent(self) -> int:
+        return self.chars
 
 
 #: How often one turn is replayed after its connection went silent (a ping unanswered) before any audio.
@@ -81,11 +115,12 @@ def begin_retry(facts: ContextFacts, err: BaseException | None = None) -> tuple[
     return facts.retries, str(uuid.uuid4())
 
 
-def replay_deadline(facts: ContextFacts, receive_timeout: float) -> float:
+def replay_deadline(facts: ContextFacts, receive_timeout: float | None = None) -> float:
     """The deadline a replay of ``facts`` keeps for its first audio: the failed attempt's own (when the
-    server began to owe it audio, plus ``receive_timeout``), never later than an earlier attempt's."""
+    server began to owe it audio, plus its ``receive_timeout``), never later than an earlier attempt's."""
     owed = max(facts.last_sent, facts.last_heard)
-    return min(facts.not_after, owed + receive_timeout)
+    bound = facts.receive_timeout if receive_timeout is None else receive_timeout
+    return min(facts.not_after, owed + bound)
 
 
 def refuse(facts: ContextFacts, text: str, *, end: bool) -> NoReturn:
@@ -104,6 +139,7 @@ def refuse(facts: ContextFacts, text: str, *, end: bool) -> NoReturn:
 __all__ = [
     "MAX_REPLAYS",
     "ContextFacts",
+    "NineninesixRequest",
     "begin_retry",
     "connection_died",
     "may_retry",

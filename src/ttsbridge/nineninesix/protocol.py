@@ -10,11 +10,12 @@ deadline is a ``next_deadline()`` / ``tick(now)`` pair. The facts of each contex
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-import math
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ttsbridge.audio.carry import wire_to_pcm16
 from ttsbridge.engine import (
@@ -25,8 +26,15 @@ from ttsbridge.engine import (
     TurnFailed,
     TurnProtocol,
 )
-from ttsbridge.engine.protocol import describe_close
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSSilentConnectionError, TTSTimeoutError
+from ttsbridge.engine.protocol import GiveUp, RetryPlan, describe_close
+from ttsbridge.errors import (
+    TTSAPIError,
+    TTSBridgeError,
+    TTSConnectionError,
+    TTSSilentConnectionError,
+    TTSTimeoutError,
+)
+from ttsbridge.nineninesix.billing import NINENINESIX
 from ttsbridge.nineninesix.catalog import (
     ERROR_CATALOG,
     PROVIDER,
@@ -37,7 +45,14 @@ from ttsbridge.nineninesix.catalog import (
     handshake_error,
     ws_url,
 )
-from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry, refuse
+from ttsbridge.nineninesix.facts import (
+    ContextFacts,
+    NineninesixRequest,
+    begin_retry,
+    may_retry,
+    refuse,
+    replay_deadline,
+)
 from ttsbridge.nineninesix.frames import (
     DONE_FIELDS,
     ERROR_FIELDS,
@@ -58,11 +73,16 @@ from ttsbridge.nineninesix.models import (
     VoiceSpecifier,
 )
 from ttsbridge.nineninesix.states import ContextState, Input, next_state
+from ttsbridge.policy.usage import TurnUsage, UsageMeter
+
+if TYPE_CHECKING:
+    from ttsbridge.turns import Turn
 
 logger = logging.getLogger("ttsbridge.nineninesix")
 
 _LIVE = (ContextState.OPEN, ContextState.ENDING)
 _ANSWER_OWED = (ContextState.CANCELLING, ContextState.FAILING)  # our cancel is on the wire
+_FAILED_KEPT = 64  # failed contexts kept for their retry_plan question (the engine asks at once)
 
 
 def _cancel_frame(context_id: str) -> str:
@@ -94,6 +114,8 @@ class NineninesixProtocol(TurnProtocol):
         self.ack_wait = ack_wait  # how long a timed-out context waits for its cancel's answer
         self.cancel_timeout = cancel_timeout  # how long a cancelled context waits for its answer
         self.contexts: dict[str, ContextFacts] = {}  # live contexts only: a finished one is dropped at once
+        self._failed: OrderedDict[str, ContextFacts] = OrderedDict()  # until their retry_plan is asked
+        self.sample_rate = output_format.sample_rate
         self.dropped_frames = 0
         self._closed = False
         self._encoding = output_format.encoding
@@ -146,7 +168,7 @@ class NineninesixProtocol(TurnProtocol):
                 self._move(facts, Input.ACK_TIMEOUT)
                 continue
             err = TTSTimeoutError(
-                f"nineninesix: no audio for context {facts.context_id} within {self.receive_timeout:.1f}s"
+                f"nineninesix: no audio for context {facts.context_id} within {facts.receive_timeout:.1f}s"
             )
             self.timeouts += 1
             # cancel it on the server: the context must not go on generating unheard
@@ -166,7 +188,7 @@ class NineninesixProtocol(TurnProtocol):
         owed = self._owed_since(facts)
         if owed is None:
             return None
-        due = owed + self.receive_timeout
+        due = owed + facts.receive_timeout
         return due if facts.audio_bytes else min(due, facts.not_after)
 
     @staticmethod
@@ -186,34 +208,31 @@ class NineninesixProtocol(TurnProtocol):
 
     # --- commands -----------------------------------------------------------------------------------------
 
-    def open_turn(  # type: ignore[override]
-        self,
-        turn_id: str,
-        now: float,
-        *,
-        model: str | None = None,
-        voice: str | None = None,
-        language: str | None = None,
-        retries: int = 0,
-        replays: int = 0,
-        not_after: float = math.inf,
-    ) -> ContextFacts:
+    def open_turn(self, turn_id: str, request: NineninesixRequest | None, now: float) -> ContextFacts:
+        """A new context for ``request`` (a retry's replays the turn's texts, and its end, at once)."""
         if self._closed:
             raise TTSConnectionError("the connection is closed")
         if turn_id in self.contexts:
             raise ValueError(f"context {turn_id!r} already exists on this connection")
+        req = request or NineninesixRequest(self.output_format)
         facts = ContextFacts(
-            turn_id, model, voice, language, retries=retries, replays=replays, not_after=not_after,
-            last_heard=now,
+            turn_id, req.model, req.voice, req.language, retries=req.retries, replays=req.replays,
+            not_after=req.not_after, last_heard=now, request=req,
+            receive_timeout=req.receive_timeout or self.receive_timeout,
         )  # fmt: skip
         self.contexts[turn_id] = facts
+        for text in req.texts:
+            self._generation(facts, text, True, now)
+        if req.ended:
+            self._generation(facts, "", False, now)
         return facts
 
     def send_text(self, turn_id: str, text: str, now: float) -> None:
-        self._generation(self._require(turn_id), text, True, now)
+        if text.strip():  # the server trims transcripts: an empty one is only useful as an end marker
+            self._generation(self._require(turn_id), text, True, now)
 
-    def end_turn(self, turn_id: str, now: float, text: str = "") -> None:  # type: ignore[override]
-        self._generation(self._require(turn_id), text, False, now)
+    def end_turn(self, turn_id: str, now: float) -> None:
+        self._generation(self._require(turn_id), "", False, now)
 
     def cancel_turn(self, turn_id: str, now: float) -> None:
         """Stop the context: dropped locally if the server never heard of it, else a cancel is queued (and,
@@ -230,6 +249,46 @@ class NineninesixProtocol(TurnProtocol):
             self._move(facts, Input.CANCEL)
         else:
             self._move(facts, Input.CANCEL_NOW)
+
+    def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
+        """A failed context is retried on a fresh context_id (:func:`~.facts.may_retry`: the catalog says
+        the server only dropped it, or the server never heard of it, or, once, its connection went silent
+        before any audio: then at once, keeping the first attempt's deadline); the turn's texts replayed."""
+        facts = self._failed.pop(turn_id, None)
+        if facts is None or facts.error is None:
+            return GiveUp(TTSConnectionError(f"nineninesix: context {turn_id} is not a failed one"))
+        err, req = facts.error, facts.request or NineninesixRequest(self.output_format)
+        if not req.retry or not may_retry(facts, err, req.max_retries):
+            return GiveUp(err)
+        replays = facts.replays
+        attempt, fresh_id = begin_retry(facts, err)
+        replay = facts.replays > replays  # the connection died under it: a fresh one, no backoff needed
+        delay = 0.0 if replay or req.backoff is None else req.backoff.delay(attempt)
+        logger.info(
+            "nineninesix: %s on context %s; retrying the turn on a fresh context in %.2fs (%d/%d)",
+            getattr(err, "error_code", err), turn_id, delay, attempt, req.max_retries,
+        )  # fmt: skip
+        retry = dataclasses.replace(
+            req, texts=tuple(facts.texts), ended=facts.ended, retries=attempt, replays=facts.replays,
+            not_after=replay_deadline(facts) if replay else facts.not_after,
+        )  # fmt: skip
+        return RetryPlan(fresh_id, retry, now + delay)
+
+    def usage(self, facts: ContextFacts, turn: Turn) -> TurnUsage:
+        """Nineninesix's rule (:data:`~ttsbridge.nineninesix.billing.NINENINESIX`) over the current context's
+        facts: every transcript of the turn is billed, also when cancelled; refunded when the server ends the
+        turn with an error. An earlier context was retried only when the server billed nothing of it."""
+        meter = UsageMeter(NINENINESIX, turn_id=turn.id)
+        if facts is not None:
+            for text in facts.texts:
+                meter.send(text)
+            meter.audio(facts.audio_bytes / (2 * self.output_format.sample_rate))
+        meter.settle(turn.outcome, turn.error_code, by_server=isinstance(turn.error, TTSAPIError))
+        meter.heard(turn.characters_heard)
+        return dataclasses.replace(meter.usage, retries=turn.retries)
+
+    def wire_format(self) -> str:
+        return f"{self._encoding}@{self.output_format.sample_rate}"
 
     def _withdraw(self, facts: ContextFacts) -> bool:
         """Queue a cancel of ``facts`` if the server may know it (True), else drop its unsent frames."""
@@ -288,13 +347,6 @@ class NineninesixProtocol(TurnProtocol):
     def closed(self) -> bool:
         return self._closed
 
-    def turn_state(self, turn_id: str) -> ContextState | None:
-        facts = self.contexts.get(turn_id)
-        return facts.state if facts else None
-
-    def live_turns(self) -> list[str]:
-        return list(self.contexts)
-
     # --- transitions --------------------------------------------------------------------------------------
 
     def _move(self, facts: ContextFacts, event: Input, error: TTSBridgeError | None = None) -> bool:
@@ -310,6 +362,9 @@ class NineninesixProtocol(TurnProtocol):
             facts.carry = b""
             if new is ContextState.FAILED:
                 assert facts.error is not None
+                self._failed[facts.context_id] = facts
+                if len(self._failed) > _FAILED_KEPT:
+                    self._failed.popitem(last=False)
                 self._emit(TurnFailed(facts.context_id, facts.error))
             else:
                 self._emit(TurnDone(facts.context_id, cancelled=new is ContextState.CANCELLED))
