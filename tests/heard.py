@@ -11,19 +11,20 @@ import re
 from dataclasses import dataclass
 
 from ttsbridge.audio.analysis import dominant_frequency
-from ttsbridge.emulator import tone_duration
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_duration
 
 
-def word_ends(transcripts: list[str]) -> list[tuple[str, float]]:
-    """Each word of the transcripts with the time its audio ends, as the tone voice renders them: one
-    transcript after another, 60 ms per character of the trimmed transcript (at least 100 ms)."""
+def word_ends(transcripts: list[str], *, ms_per_char: float = 60.0) -> list[tuple[str, float]]:
+    """Each word of the transcripts with the time its audio ends, as a tone voice renders them: one
+    transcript after another, ``ms_per_char`` (``tone``: 60) ms per character of the trimmed transcript (at
+    least 100 ms)."""
     out: list[tuple[str, float]] = []
     start = 0.0
     for text in transcripts:
         text = text.strip()
         for m in re.finditer(r"\S+", text):
-            out.append((m.group(), start + 0.06 * m.end()))
-        start += tone_duration(text)
+            out.append((m.group(), start + ms_per_char / 1000.0 * m.end()))
+        start += tone_duration(text, ms_per_char=ms_per_char)
     return out
 
 
@@ -44,8 +45,10 @@ class PrefixError:
         )
 
 
-def prefix_error(kept: str, transcripts: list[str], position: float) -> PrefixError:
-    ends = word_ends(transcripts)
+def prefix_error(
+    kept: str, transcripts: list[str], position: float, *, ms_per_char: float = 60.0
+) -> PrefixError:
+    ends = word_ends(transcripts, ms_per_char=ms_per_char)
     n = len(kept.split())
     truth = sum(1 for _, end in ends if end <= position + 1e-6)
     kept_end = ends[n - 1][1] if n else 0.0
@@ -67,3 +70,14 @@ def sentence_frequencies(pcm: bytes, rate: int, transcripts: list[str]) -> list[
         out.append(dominant_frequency(pcm[a:b], rate))
         start += dur
     return out
+
+
+def tone_voice(emu: Emulator, ms_per_char: float) -> str:
+    """The id of a tone voice at ``ms_per_char`` on ``emu`` (``tone`` itself at 60; the emulator's voice speed
+    knob otherwise: 90 is ~11 characters/s)."""
+    if ms_per_char == 60.0:
+        return TONE_VOICE_ID
+    voice = f"tone-{ms_per_char:g}"
+    if voice not in emu.voices:
+        emu.voices.add_tone_voice(voice, ms_per_char=ms_per_char)
+    return voice

@@ -14,6 +14,7 @@ from ttsbridge.errors import (
     TTSBridgeError,
     TTSConnectionError,
     TTSInvalidOptionError,
+    TTSSilentConnectionError,
     TTSTimeoutError,
     Verdict,
     verdict_of,
@@ -58,6 +59,8 @@ TABLE: list[tuple[BaseException, Verdict]] = [
     (TTSConnectionError("dropped"), Verdict(C.CONNECTIVITY, True, False)),
     (TTSConnectionError("client is closed", retryable=False), Verdict(C.CONNECTIVITY, False, False)),
     (TTSTimeoutError("slow"), Verdict(C.TIMEOUT, True, False)),
+    (TTSSilentConnectionError("a ping unanswered"), Verdict(C.TIMEOUT, True, False)),
+    (TTSSilentConnectionError("kitta: uncertain", retryable=False), Verdict(C.TIMEOUT, False, False)),
     (TTSInvalidOptionError("voice", "", "a voice id"), Verdict(C.INVALID_REQUEST, False, True)),
     (TTSBridgeError("turn is over"), Verdict(C.UNKNOWN, False, False)),
     # from below: transport failures are retryable, anything else is a bug

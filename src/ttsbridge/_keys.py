@@ -3,6 +3,7 @@ redactor (:func:`ttsbridge._redact.register_secret`) before anything can log it;
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 from ttsbridge._redact import register_secret
@@ -18,4 +19,13 @@ def resolve_api_key(api_key: str | None, *, env: str, what: str) -> str:
     return key
 
 
-__all__ = ["resolve_api_key"]
+def account_scope(secret: str | None) -> str:
+    """A stand-in for the account behind ``secret`` (an API key), for the phrase cache's key: 16 hex digits of
+    a salted sha256, so two accounts never share entries (a cloned voice id is an account's own) and the key
+    itself is never stored. Empty for no key."""
+    if not secret:
+        return ""
+    return hashlib.sha256(b"ttsbridge.cache.account\0" + secret.strip().encode()).hexdigest()[:16]
+
+
+__all__ = ["account_scope", "resolve_api_key"]

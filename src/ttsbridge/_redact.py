@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit, urlunsplit
 
 _QUERY_KEY = re.compile(r"(?i)((?:api_key|token|key)=)(?!None\b)[^&\s'\";,)]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]+")
@@ -40,6 +41,16 @@ def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
     s = _QUERY_KEY.sub(lambda m: m.group(1) + MASK, s)
     s = _BEARER.sub(lambda m: m.group(1) + MASK, s)
     return _SK996.sub(MASK, s)
+
+
+def safe_url(url: str) -> str:
+    """``url`` for a message or a ``repr``: no user info, no query (either may hold a credential)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit((parts.scheme, host, parts.path, "", "")) + ("?…" if parts.query else "")
+    except ValueError:
+        return "<unparsable URL>"
 
 
 def mask_key(key: str | None) -> str:

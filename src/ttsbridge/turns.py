@@ -143,6 +143,19 @@ class Turn(abc.ABC):
         """The adapter played words of this turn worth ``chars`` characters (``len(TimedWord.text)``)."""
         self._heard_chars = self.characters_heard + max(int(chars), 0)
 
+    #: The provider renders each :meth:`send` on its own, in order, and reports each one's end in
+    #: :attr:`rendered` (Kitta: a send is a flushed segment, ended by its ``usage``).
+    reports_send_ends: bool = False
+
+    @property
+    def rendered(self) -> list[tuple[int, float]]:
+        """Where the provider said the audio of the text so far is complete, in order: ``(characters of the
+        text sent, seconds of the turn's audio)`` at each point, both counted from the turn's start (Kitta:
+        each segment's ``usage`` event ends that segment's audio). Empty when the provider says so only at
+        the turn's end (Nineninesix). The adapters' word clocks time those words exactly from it
+        (:meth:`ttsbridge.policy.words.WordClock.complete_text`)."""
+        return []
+
     def take_received(self) -> bytes:
         """The turn is being given up after audio (the adapter's own timeout: the server stalled): the audio
         already received and not yet yielded, with the resampler's tail, at the turn's rate, so that none of

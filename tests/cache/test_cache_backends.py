@@ -5,12 +5,14 @@ turn: nothing but a live render and one warning."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import sqlite3
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +221,18 @@ async def test_a_broken_sqlite_file_degrades_to_live_renders_with_one_warning(
     assert "sqlite" in warning
 
 
+@contextlib.contextmanager
+def write_locked(path: Path) -> Iterator[None]:
+    """Another process holds the file's write lock meanwhile."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
 async def test_a_sqlite_file_locked_by_another_writer_still_serves_its_hits(
     emu: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -228,23 +242,45 @@ async def test_a_sqlite_file_locked_by_another_writer_still_serves_its_hits(
     try:
         await speak(p)
         await cache.flush()
-        holder = sqlite3.connect(path, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-        try:
-            with caplog.at_level(logging.WARNING, logger="ttsbridge.cache"):
-                made = emu.stats.http_requests
-                assert await speak(p)  # WAL: the reader does not wait for the writer
-                assert emu.stats.http_requests == made
-                assert await speak(p, "A phrase that is not cached yet.")  # its store fails: one warning
-                await cache.flush()
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
+        with write_locked(path), caplog.at_level(logging.WARNING, logger="ttsbridge.cache"):
+            made = emu.stats.http_requests
+            assert await speak(p)  # WAL: the reader does not wait for the writer
+            assert emu.stats.http_requests == made
+            assert await speak(p, "A phrase that is not cached yet.")  # its store fails: one warning
+            await cache.flush()
     finally:
         await p.aclose()
         await cache.aclose()
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
     assert cache.stats().hits == 1 and len(cache) == 1
+
+
+async def test_stores_failing_while_lookups_answer_warn_once(
+    emu: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file whose write lock another process keeps: every lookup answers (WAL), every store fails. That is
+    one outage: one warning, not one per phrase (a lookup that answers says nothing of the stores)."""
+    path = tmp_path / "phrases.db"
+    cache = PhraseCache.sqlite(path, busy_timeout=0.05, retry_after=0.0)
+    p = provider(emu, cache)
+    caplog.set_level(logging.INFO, logger="ttsbridge.cache")
+    try:
+        await speak(p)
+        await cache.flush()  # stored before the lock
+        with write_locked(path):
+            for n in range(3):
+                assert await speak(p, f"Phrase number {n} is not cached yet.")
+                await cache.flush()
+                assert await speak(p)  # a hit: the lookups answer all along
+        assert await speak(p, "Stored once the lock is gone.")
+        await cache.flush()
+    finally:
+        await p.aclose()
+        await cache.aclose()
+    levels = [r.levelno for r in caplog.records]
+    assert levels.count(logging.WARNING) == 1, [r.getMessage() for r in caplog.records]
+    assert levels.count(logging.INFO) == 1  # "answers again": once the stores do
+    assert cache.stats().hits == 3 and len(cache) == 2
 
 
 # -- Redis
@@ -282,6 +318,44 @@ async def test_redis_down_renders_live_with_one_warning(
     cache = PhraseCache.redis(f"redis://127.0.0.1:{free_port()}/0", ttl=60, retry_after=0.0)  # nobody listens
     warning = await three_live_renders(emu, cache, caplog)
     assert "redis" in warning and "127.0.0.1" in warning
+
+
+@pytest.mark.parametrize("how", ["stopped", "frozen"])
+async def test_redis_going_down_mid_session_renders_live_with_one_warning(
+    emu: Emulator, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    """Redis answers, then dies (its process ends: connections reset) or freezes (SIGSTOP: connections stay
+    open and say nothing). Every turn after that is rendered live within the lookup's bound, one warning."""
+    import signal
+
+    from redis_server import start_redis
+
+    server = start_redis()
+    cache = PhraseCache.redis(server.url, ttl=60, lookup_timeout=0.25, store_timeout=0.5, retry_after=0.0)
+    p = provider(emu, cache)
+    try:
+        live = await speak(p)
+        await cache.flush()
+        assert await speak(p) == live and cache.stats().hits == 1
+        if how == "stopped":
+            server.stop()
+        else:
+            os.kill(server.proc.pid, signal.SIGSTOP)
+        caplog.set_level(logging.WARNING, logger="ttsbridge.cache")
+        made = requests(emu)
+        for _ in range(3):
+            assert await asyncio.wait_for(speak(p), 5.0) == live  # bounded: never waits on the dead host
+        await asyncio.wait_for(cache.flush(), 5.0)
+        assert requests(emu) == made + 3  # all live
+    finally:
+        await p.aclose()
+        await asyncio.wait_for(cache.aclose(), 5.0)
+        if how == "frozen":
+            os.kill(server.proc.pid, signal.SIGCONT)
+        server.stop()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert cache.stats().hits == 1
 
 
 async def test_a_wrong_redis_password_never_reaches_a_log_line(

@@ -98,6 +98,31 @@ async def test_a_phrase_turn_hit_is_a_turn_that_sends_nothing(emu: Emulator, mak
     assert second.usage.audio_seconds == pytest.approx(len(hit) / 2 / RATE)
 
 
+@pytest.mark.parametrize("make", [nns, kitta], ids=["nineninesix", "kitta"])
+async def test_a_text_that_differs_only_in_inner_whitespace_is_rendered_live(
+    emu: Emulator, make: Any
+) -> None:
+    """The servers trim a text and keep the rest: "Hello  there." is other audio than "Hello there." (the
+    emulator's tone depends on every character), so it must not be served the other's entry."""
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    p = make(emu, cache)
+    live_p = make(emu, None)
+    try:
+        await speak(p, "Hello there.")
+        await cache.flush()
+        made = requests(emu)
+        spaced = await speak(p, "Hello  there.")
+        assert requests(emu) > made  # a miss: rendered by the server
+        assert spaced == await speak(live_p, "Hello  there.")
+        await cache.flush()
+        made = requests(emu)
+        assert await speak(p, " Hello  there.\n") == spaced  # trimmed as the server trims: a hit
+        assert requests(emu) == made
+    finally:
+        await p.aclose()
+        await live_p.aclose()
+
+
 async def test_open_turn_is_never_cached(emu: Emulator) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
     p = nns(emu, cache)

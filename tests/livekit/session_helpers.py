@@ -263,8 +263,9 @@ async def agent_session(t: tts.TTS, replies: dict[str, str], **session_kw: Any) 
     TTS is the caller's).
     """
     scripted = ScriptedLLM(replies)
+    session_kw.setdefault("use_tts_aligned_transcript", True)  # False: LiveKit's own estimate
     session: AgentSession[None] = AgentSession(
-        llm=scripted, tts=t, vad=None, use_tts_aligned_transcript=True, user_away_timeout=None, **session_kw
+        llm=scripted, tts=t, vad=None, user_away_timeout=None, **session_kw
     )
     player = RealtimePlayer()
     text = TextCollector()

@@ -6,11 +6,23 @@ sink (session_helpers.py), so a barge-in lands while the cached phrase is playin
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from livekit.agents import tts
-from lk_helpers import BOUND, FAST, Events, run_synthesize
+from livekit.agents import APIConnectOptions, APIError, tts
+from lk_helpers import (
+    BOUND,
+    FAST,
+    S1,
+    Events,
+    duration_of,
+    make_tts,
+    run_synthesize,
+    synthesize_until_error,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from session_helpers import Harness, agent_session, make_provider_tts, sentences
 from test_livekit_agent_session import _check_spoken, _norm
@@ -18,9 +30,10 @@ from test_livekit_agent_session import _check_spoken, _norm
 from heard import prefix_error, sentence_frequencies
 from otel_support import attrs, named
 from ttsbridge.cache import PhraseCache
-from ttsbridge.emulator import Emulator, tone_frequency
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_frequency
 from ttsbridge.livekit import TURN_USAGE_EVENT
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROVIDERS = ["nineninesix", "kitta"]
 GREETING = "Hello! How can I help?"
 LONG = "Sure, I can help with that. Your table for four is booked for eight tonight. Is there anything else?"
@@ -87,6 +100,27 @@ async def test_a_repeated_say_sends_nothing_bills_nothing_and_plays_the_same_sam
     assert hit_usage.audio_seconds == pytest.approx(live_usage.audio_seconds, abs=0.01)
     counts = [m.characters_count for m in events.metrics]
     assert counts[-1] == 0 and counts[0] > 0  # LiveKit's TTSMetrics bill the hit nothing
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_warmed_phrase_plays_the_samples_of_a_live_say(emu: Emulator, provider: str) -> None:
+    plain = make_provider_tts(emu, provider)  # no cache: today's live render
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, provider, cache)
+    try:
+        async with agent_session(plain, {}) as h:
+            await _say(h, LONG)
+            live = _check_played(h, plain, LONG)
+        assert (await asyncio.wait_for(cache.warm(t, [LONG]), BOUND)).stored == 1
+        made = requests(emu, provider)
+        async with agent_session(t, {}) as h:
+            await _say(h, LONG)
+            cached = _check_played(h, t, LONG)
+        assert requests(emu, provider) == made and cache.stats().hits == 1
+    finally:
+        await plain.aclose()
+        await t.aclose()
+    assert cached.rstrip(b"\0") == live.rstrip(b"\0")  # warm() renders as say() does
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -196,6 +230,28 @@ async def test_a_stream_span_says_cache_hit(emu: Emulator, spans: InMemorySpanEx
     assert a["ttsbridge.characters_sent"] == 0
 
 
+async def test_a_say_after_update_options_misses_then_hits(emu: Emulator) -> None:
+    clone = emu.voices.clone(name="second voice", clip=b"not a wav: a fixed tone from the bytes")
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, "nineninesix", cache)
+    try:
+        await asyncio.wait_for(cache.warm(t, [GREETING]), BOUND)
+        async with agent_session(t, {}) as h:
+            t.update_options(voice=clone.id)  # type: ignore[attr-defined]
+            made = requests(emu, "nineninesix")
+            await _say(h, GREETING)  # another voice: another key, a live render
+            assert requests(emu, "nineninesix") > made
+            await cache.flush()
+            made = requests(emu, "nineninesix")
+            await _say(h, GREETING)  # now cached for that voice too
+            assert requests(emu, "nineninesix") == made
+            got = sentence_frequencies(h.player.segments[-1].pcm, t.sample_rate, sentences(GREETING))
+            assert got == pytest.approx([clone.frequency] * len(got), rel=0.01)  # the new voice's audio
+    finally:
+        await t.aclose()
+    assert (cache.stats().misses, cache.stats().hits, len(cache)) == (1, 1, 2)
+
+
 async def test_text_streamed_like_an_llm_is_rendered_live_every_time(emu: Emulator) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
     t = _tts(emu, "nineninesix", cache)
@@ -216,3 +272,62 @@ async def test_text_streamed_like_an_llm_is_rendered_live_every_time(emu: Emulat
 
 async def _collect(stream: tts.SynthesizeStream) -> list[tts.SynthesizedAudio]:
     return [ev async for ev in stream]
+
+
+async def test_the_worker_example_prewarms_a_file_every_job_process_shares(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NINENINESIX_BASE_URL", emu.base_url)
+    monkeypatch.setenv("NINENINESIX_API_KEY", emu.api_key)
+    monkeypatch.setenv("NINENINESIX_VOICE", TONE_VOICE_ID)
+    monkeypatch.setenv("PHRASE_CACHE", str(tmp_path / "phrases.db"))
+    spec = importlib.util.spec_from_file_location(
+        "livekit_phrase_cache_example", EXAMPLES / "livekit_phrase_cache.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    first, second = SimpleNamespace(userdata={}), SimpleNamespace(userdata={})
+    await asyncio.wait_for(asyncio.to_thread(example.prewarm, first), BOUND)  # setup_fnc: no loop of its own
+    made = requests(emu, "nineninesix")
+    await asyncio.wait_for(asyncio.to_thread(example.prewarm, second), BOUND)  # the next job process
+    assert requests(emu, "nineninesix") == made
+    assert first.userdata["phrase_cache_warm"].stored == len(example.PHRASES)
+    assert second.userdata["phrase_cache_warm"].cached == len(example.PHRASES)
+
+    cache = example.open_cache()  # a job: its own cache on the same file
+    t = example.build_tts(cache)
+    try:
+        async with agent_session(t, {}) as h:
+            await _say(h, example.GREETING)
+            _check_played(h, t, example.GREETING)
+        assert requests(emu, "nineninesix") == made and cache.stats().hits == 1
+    finally:
+        await t.aclose()
+        await cache.aclose()
+
+
+@pytest.mark.parametrize(
+    ("cut", "timeout"), [("[[drop:10]]", 5.0), ("[[stall:10]]", 0.3)], ids=["cut", "stalled"]
+)
+async def test_a_synthesize_miss_cut_after_audio_fails_as_without_a_cache_and_stores_nothing(
+    emu: Emulator, cut: str, timeout: float
+) -> None:
+    """A ``synthesize()`` miss whose server cuts the body (or stalls, and the plugin's timeout gives it up)
+    after audio: the typed APIError and every frame received, as without a cache; nothing stored."""
+    delivered: dict[str, float] = {}
+    for name, cache in (("plain", None), ("cached", PhraseCache.memory(max_bytes=8 << 20))):
+        t = make_tts(emu, phrase_cache=cache)
+        try:
+            opts = APIConnectOptions(max_retry=0, timeout=timeout)
+            events, err = await synthesize_until_error(t, f"{S1} {cut}", opts)
+        finally:
+            await t.aclose()
+        assert isinstance(err, APIError) and err.retryable is False, name
+        delivered[name] = duration_of(events)
+        if cache is not None:
+            await cache.flush()
+            assert len(cache) == 0 and cache.stats().misses == 1
+    assert delivered["cached"] == pytest.approx(delivered["plain"], abs=0.012)
+    assert delivered["plain"] >= 10 * emu.config.chunk_ms / 1000 - 0.002

@@ -52,6 +52,8 @@ from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
 from ttsbridge.audio.g711 import ulaw_decode
+from ttsbridge.emulator import TONE_VOICE_ID, Emulator
+from ttsbridge.pipecat import KittaTTSService, NineninesixTTSService
 
 RATE = 8000  # Twilio: 8 kHz μ-law
 BOUND = 15.0  # outer bound on any wait of these tests
@@ -331,3 +333,20 @@ class Caller:
                 self.stretches.append(Heard())
             self._changed.set()
             self._changed = asyncio.Event()
+
+
+def make_phone_tts(emu: Emulator, provider: str, voice: str = TONE_VOICE_ID) -> FrameProcessor:
+    """The bot's TTS on the emulator: Kitta, or Nineninesix sending G.711 (what a phone line carries)."""
+    if provider == "kitta":
+        return KittaTTSService(
+            emu.config.kitta.a_valid_key(),
+            base_url=emu.base_url,
+            settings=KittaTTSService.Settings(voice=voice),
+            provider_options={"backoff_initial": 0.01, "backoff_max": 0.05, "event_timeout": 5.0},
+        )
+    return NineninesixTTSService(
+        emu.api_key,
+        base_url=emu.base_url,
+        encoding="pcm_mulaw",
+        settings=NineninesixTTSService.Settings(voice=voice),
+    )

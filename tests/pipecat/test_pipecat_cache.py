@@ -34,6 +34,8 @@ from pipecat.frames.frames import (
     TTSStoppedFrame,
     TTSTextFrame,
 )
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from test_pipecat_tracing import run_traced
 from test_pipecat_usage import usage_metrics
 
@@ -174,17 +176,18 @@ async def test_a_mixed_session_keeps_its_order_one_audio_context_per_turn(
     assert len(cache) == 2  # the LLM turn was not stored
 
 
-async def test_barge_in_during_a_cached_prompt_leaves_no_stale_frame(emu: Emulator) -> None:
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_barge_in_during_a_cached_prompt_leaves_no_stale_frame(emu: Emulator, provider: str) -> None:
     cache = PhraseCache.memory(max_bytes=32 << 20)
-    tts = make_tts(emu, phrase_cache=cache)
+    tts = service(emu, provider, cache)
     await asyncio.wait_for(cache.warm(tts, [MENU, BYE], sample_rate=RATE), 20.0)
     gate, probe = Gate(), Probe(words=3)
     frames = [TTSSpeakFrame(MENU), InterruptWhen(probe.words_seen), TTSSpeakFrame(BYE)]
-    before = requests(emu, "nineninesix")
+    before = requests(emu, provider)
     _, up = await run(pipeline(gate, tts, probe), frames, rate=RATE)
 
     assert gate.fired.is_set() and not errors_of(up)
-    assert requests(emu, "nineninesix") == before  # no request, no cancel: nothing was on the server
+    assert requests(emu, provider) == before  # no request, no cancel: nothing was on the server
     seen = probe.frames
     cut = next(i for i, f in enumerate(seen) if isinstance(f, InterruptionFrame))
     menu, bye = contexts_of(seen)
@@ -228,3 +231,28 @@ async def test_the_http_service_serves_speak_frames_from_the_cache_and_llm_text_
     assert emu.stats.http_requests == 2  # the first greeting and the LLM sentence
     assert (cache.stats().misses, cache.stats().hits, len(cache)) == (1, 1, 1)
     assert usage_metrics(down) == [len(GREETING), len(S1)]  # the hit is billed nothing
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["live", "cached"])
+async def test_an_interrupted_prompt_leaves_only_what_was_heard_in_the_llm_context(
+    emu: Emulator, cached: bool
+) -> None:
+    """The same rule for a cached prompt as for its live render: the words pushed before the cut."""
+    emu.config.realtime_factor = 0.0 if cached else 2.0  # live: still streaming when the cut lands
+    cache = PhraseCache.memory(max_bytes=32 << 20) if cached else None
+    tts = make_tts(emu, phrase_cache=cache)
+    if cache is not None:
+        await asyncio.wait_for(cache.warm(tts, [MENU], sample_rate=RATE), 20.0)
+    context = LLMContext()
+    gate, probe = Gate(), Probe(words=3)
+    frames = [TTSSpeakFrame(MENU), InterruptWhen(probe.words_seen)]
+    await run(pipeline(gate, tts, probe, LLMAssistantAggregator(context)), frames, rate=RATE)
+
+    assert gate.fired.is_set()
+    said = " ".join(str(m.get("content")) for m in context.messages if m.get("role") == "assistant").split()
+    assert said and said == MENU.split()[: len(said)]
+    assert len(said) < len(MENU.split()) // 2
+    pushed = words_of(probe.frames)  # the word frames that went out before the context stopped
+    assert said == pushed[: len(said)]
+    if cache is not None:
+        assert cache.stats().hits == 1

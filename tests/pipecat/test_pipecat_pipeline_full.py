@@ -13,12 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from call_helpers import RATE, Caller, assistant_texts, phone_bot
-from pipecat.services.tts_service import TTSService
+from call_helpers import RATE, Caller, assistant_texts, make_phone_tts, phone_bot
 
 from heard import prefix_error, sentence_frequencies
-from ttsbridge.emulator import TONE_VOICE_ID, Emulator, tone_duration, tone_frequency
-from ttsbridge.pipecat import KittaTTSService, NineninesixTTSService
+from ttsbridge.emulator import Emulator, tone_duration, tone_frequency
 
 LONG = "Sure, I can help with that. Your table for four is booked for eight tonight. Is there anything else?"
 NEXT = "Of course. What else can I do?"
@@ -44,28 +42,12 @@ def paced(emu: Emulator) -> Iterator[Emulator]:
     yield emu
 
 
-def _make(emu: Emulator, provider: str) -> TTSService:
-    if provider == "kitta":
-        return KittaTTSService(
-            emu.config.kitta.a_valid_key(),
-            base_url=emu.base_url,
-            settings=KittaTTSService.Settings(voice=TONE_VOICE_ID),
-            provider_options={"backoff_initial": 0.01, "backoff_max": 0.05, "event_timeout": 5.0},
-        )
-    return NineninesixTTSService(
-        emu.api_key,
-        base_url=emu.base_url,
-        encoding="pcm_mulaw",
-        settings=NineninesixTTSService.Settings(voice=TONE_VOICE_ID),
-    )
-
-
 @pytest.mark.parametrize("provider", ["nineninesix", "kitta"])
 async def test_barge_in_keeps_the_heard_prefix_and_the_caller_gets_clear_and_no_stale_media(
     paced: Emulator, provider: str
 ) -> None:
     emu = paced
-    async with phone_bot(_make(emu, provider), REPLIES, KEYS) as bot:
+    async with phone_bot(make_phone_tts(emu, provider), REPLIES, KEYS) as bot:
         async with Caller.dial(bot.url) as caller:
             await caller.say("1")
             await caller.wait_played(BARGE_IN_AT)

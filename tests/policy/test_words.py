@@ -334,3 +334,63 @@ def test_skipping_quiet_chunks_releases_exactly_what_the_full_check_does(steps, 
         else:
             assert fast.end_segment() == ref.end_segment()
     assert fast.end_segment() == ref.end_segment()
+
+
+# --- release="ahead", pieces and complete_text (heard text before the voice is calibrated) ---------------
+
+
+def test_ahead_releases_a_unit_at_its_start_and_holds_the_last_one_sent() -> None:
+    # LiveKit's synchronizer paces its transcript by the annotations it already has: a word announced only
+    # once its end is in the audio arrives when it is already being played (a server at real time).
+    clock = WordClock(SpeechRate(10.0), release="ahead")
+    clock.add_text("one two three ", boundary=True)
+    assert [w.text for w in clock.add_audio(0.05)] == ["one "]
+    [two] = clock.add_audio(0.4)  # "two " starts at 0.4 s (weight 4 at 10/s); its end: the audio so far
+    assert (two.text, two.start, two.end) == ("two ", pytest.approx(0.4), pytest.approx(0.45))
+    assert clock.add_audio(1.0) == []  # "three ", the last unit sent, waits for more text or the end
+    [three] = clock.end_segment()
+    assert three.text == "three " and three.end == pytest.approx(clock.audio_seconds)
+
+
+def test_complete_text_times_a_finished_piece_exactly_and_calibrates_the_rest() -> None:
+    rate = SpeechRate(15.0)
+    clock = WordClock(rate, release="start", pieces=True)
+    first, second = "Sure, I can help you. ", "This is a test. "
+    clock.add_text(first, boundary=True)
+    clock.add_text(second, boundary=True)
+    # the voice is slower than the prior (22 weight in 1.9 s): all audio so far is the first piece's, so
+    # the cap is its weight, and nothing of the second piece is released before the first one's end
+    words = clock.add_audio(1.9)
+    assert [w.text for w in words] == ["Sure, ", "I ", "can ", "help ", "you. "]
+    assert clock.rate == pytest.approx(22 / 1.9)
+    # every unit of it was out already; the next piece's first unit starts where its audio does
+    [this] = clock.complete_text(len(first), 1.9)
+    assert rate.chars_per_second == pytest.approx(22 / 1.9)  # calibrated mid-turn
+    assert this.text == "This " and this.start == pytest.approx(1.9)
+    [is_] = clock.add_audio(0.5)
+    assert is_.start == pytest.approx(1.9 + 5 / (22 / 1.9))  # timed at the voice's real rate
+
+
+def test_complete_text_releases_the_held_units_of_a_piece_by_their_exact_share() -> None:
+    clock = WordClock(SpeechRate(10.0), release="start", pieces=True)
+    clock.add_text("aaaa bbbb ", boundary=True)  # weight 10
+    clock.add_text("cc ", boundary=True)
+    assert [w.text for w in clock.add_audio(0.25)] == ["aaaa "]  # "bbbb " starts at 0.5 s by the prior
+    words = clock.complete_text(len("aaaa bbbb "), 0.25)  # a fast voice: the piece took 0.25 s
+    assert [(w.text, w.start, w.end) for w in words] == [("bbbb ", 0.125, 0.25), ("cc ", 0.25, 0.25)]
+    # a report for text not added yet, or for audio not received yet, changes nothing
+    assert clock.complete_text(1000, 0.3) == [] and clock.complete_text(len("aaaa bbbb cc "), 5.0) == []
+
+
+def test_complete_rendered_applies_a_turns_reports_once_their_audio_is_in() -> None:
+    clock = WordClock(SpeechRate(10.0), release="start", pieces=True)
+    clock.add_text("aaaa bbbb ", boundary=True)
+    clock.add_text("cc ", boundary=True)
+    reports = [(10, 0.3)]
+    assert [w.text for w in clock.add_audio(0.2) + clock.complete_rendered(reports)] == ["aaaa "]
+    words = clock.add_audio(0.1) + clock.complete_rendered(reports)  # now the audio is in
+    assert [w.text for w in words] == ["bbbb ", "cc "]
+    assert clock.complete_rendered(reports) == []  # applied once
+    clock.restart()  # a new time base: the turn's reports no longer match it
+    clock.add_text("dd ", boundary=True)
+    assert clock.complete_rendered([(10, 0.3), (13, 0.4)]) == []

@@ -27,7 +27,7 @@ async def test_quiet_fault(surface: str, provider: str, name: str) -> None:
 
 @pytest.mark.parametrize("surface", SURFACES)
 @pytest.mark.parametrize("provider", PROVIDERS)
-@pytest.mark.parametrize("name", ["blackhole_before_audio", "dead_idle"])
+@pytest.mark.parametrize("name", SILENT)
 async def test_quiet_fault_with_short_timeouts(surface: str, provider: str, name: str) -> None:
     """The issue's setting: the timeout (2.5 s) fires before the liveness check at its defaults (1 + 1.5 s);
     the timed-out connection is condemned, so the next turn never goes into it."""

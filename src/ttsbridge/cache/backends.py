@@ -22,27 +22,18 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from ttsbridge._redact import safe_url
 from ttsbridge.errors import TTSInvalidOptionError
 
-__all__ = ["CacheBackend", "MemoryBackend", "RedisBackend", "SQLiteBackend", "safe_url"]
+__all__ = ["CacheBackend", "MemoryBackend", "RedisBackend", "SQLiteBackend"]
 
 
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise TTSInvalidOptionError(name, value, "a whole number of bytes > 0")
     return value
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its user and password (``redis://:pw@host:6379/0`` -> ``redis://host:6379/0``)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class CacheBackend(abc.ABC):
@@ -156,7 +147,8 @@ class SQLiteBackend(CacheBackend):
         self.busy_timeout = float(busy_timeout)
         self._lock = threading.Lock()  # one connection per backend, used by one thread at a time
         self._conn: sqlite3.Connection | None = None
-        self._touched: dict[str, float] = {}
+        self._touched: dict[str, float] = {}  # hits not yet written: written by the worker thread
+        self._touch_lock = threading.Lock()  # the loop adds to it while the worker thread takes it
         self._touch_due = 0.0
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -184,7 +176,8 @@ class SQLiteBackend(CacheBackend):
         return bytes(row[0]) if row is not None else None
 
     def _flush_touches(self, conn: sqlite3.Connection) -> None:
-        touched, self._touched = self._touched, {}
+        with self._touch_lock:
+            touched, self._touched = self._touched, {}
         if touched:
             conn.executemany(
                 "UPDATE phrases SET used = max(used, ?) WHERE key = ?", [(t, k) for k, t in touched.items()]
@@ -264,7 +257,8 @@ class SQLiteBackend(CacheBackend):
         blob = await asyncio.to_thread(self._get, key)
         if blob is not None:
             now = time.time()
-            self._touched[key] = now
+            with self._touch_lock:
+                self._touched[key] = now
             if now >= self._touch_due:
                 self._touch_due = now + _TOUCH_EVERY_S
                 task = asyncio.get_running_loop().create_task(self._touch_later())

@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ttsbridge._keys import account_scope
+
 __all__ = ["KEY_VERSION", "account_scope", "normalise_text", "phrase_key"]
 
 #: Bumped when the key's recipe or the entry's audio changes meaning: old entries then simply miss.
@@ -20,18 +22,11 @@ KEY_VERSION = 1
 
 
 def normalise_text(text: str) -> str:
-    """The text as the server renders it: both APIs trim each transcript / segment; runs of whitespace are
-    one space (how the adapters split a text into sentences must not change its key)."""
-    return " ".join(text.split())
-
-
-def account_scope(secret: str | None) -> str:
-    """A stand-in for the account behind ``secret`` (an API key): 16 hex digits of a salted sha256, so two
-    accounts never share entries (a cloned voice id is an account's own) and the key is never stored. Empty
-    for no key."""
-    if not secret:
-        return ""
-    return hashlib.sha256(b"ttsbridge.cache.account\0" + secret.strip().encode()).hexdigest()[:16]
+    """The text as the server renders it: trimmed, as both servers trim each transcript / segment (the
+    Nineninesix page: "Trimmed server-side"). Nothing else: whitespace inside a text is the text's own (a
+    server may render ``"Hello  there."`` otherwise than ``"Hello there."``; the emulator does), and how the
+    adapters split a text is keyed apart anyway (the segments)."""
+    return text.strip()
 
 
 def _canonical(value: Any) -> Any:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +19,7 @@ from ttsbridge.cache.keys import normalise_text, phrase_key
 from ttsbridge.cache.turn import CachedTurn, RecordingTurn
 from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
 from ttsbridge.policy.usage import TurnUsage
-from ttsbridge.turns import Turn, TurnProvider
+from ttsbridge.turns import Synthesis, Turn, TurnProvider
 
 __all__ = ["CacheStats", "PhraseCache", "PhraseSynthesis", "WarmReport"]
 
@@ -97,8 +99,8 @@ class PhraseCache:
         self.max_entry_bytes = int(max_entry_bytes)
         self._secrets = tuple(s for s in (getattr(backend, "password", None),) if s)
         self._hits = self._misses = self._stores = self._errors = 0
-        self._warned = False
-        self._down_until = 0.0
+        self._failing: set[str] = set()  # the operations failing now ("lookup", "store", "stats"): one outage
+        self._down_until: dict[str, float] = {}  # operation -> monotonic time before which it is not tried
         self._pending: set[asyncio.Task[Any]] = set()
 
     # -- constructors
@@ -142,17 +144,21 @@ class PhraseCache:
 
     def __len__(self) -> int:
         try:
-            return self.backend.count()
+            n = self.backend.count()
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "stats")
             return 0
+        self._ok("stats")
+        return n
 
     def stats(self) -> CacheStats:
         try:
             size, entries = self.backend.size(), self.backend.count()
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "stats")
             size = entries = 0
+        else:
+            self._ok("stats")
         return CacheStats(self._hits, self._misses, size, entries, self._stores, self._errors)
 
     # -- the key
@@ -177,12 +183,13 @@ class PhraseCache:
 
     # -- the backend, degraded on failure
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, exc: BaseException, op: str) -> None:
+        """``op`` failed: one warning per outage (the first failure while no operation is failing; a lookup
+        that answers while the stores fail ends nothing), and ``op`` is left alone for ``retry_after``."""
         self._errors += 1
-        self._down_until = time.monotonic() + self.retry_after
+        self._down_until[op] = time.monotonic() + self.retry_after
         what = redact(f"{type(exc).__name__}: {exc}", self._secrets)
-        if not self._warned:
-            self._warned = True
+        if not self._failing:
             logger.warning(
                 "phrase cache %s failed (%s); rendering live, trying it again in %.0f s",
                 self.backend.describe(),
@@ -191,28 +198,38 @@ class PhraseCache:
             )
         else:
             logger.debug("phrase cache %s failed again (%s)", self.backend.describe(), what)
+        self._failing.add(op)
 
-    def _ok(self) -> None:
-        if self._warned:
-            logger.info("phrase cache %s answers again", self.backend.describe())
-        self._warned = False
+    def _ok(self, op: str) -> None:
+        if op in self._failing:
+            self._failing.discard(op)
+            if not self._failing:
+                logger.info("phrase cache %s answers again", self.backend.describe())
+
+    def _resting(self, op: str) -> bool:
+        """``op`` failed less than ``retry_after`` ago: not tried (a lookup misses at once)."""
+        until = self._down_until.get(op)
+        return until is not None and time.monotonic() < until
 
     async def _call(self, op: Any, timeout: float) -> Any:
-        if self.backend.blocking:
-            return await asyncio.wait_for(op, timeout)
-        return await op
+        if not self.backend.blocking:
+            return await op
+        if sys.version_info >= (3, 11):  # no task of its own (wait_for on 3.10 costs one more loop turn)
+            async with asyncio.timeout(timeout):
+                return await op
+        return await asyncio.wait_for(op, timeout)  # pragma: no cover - Python 3.10
 
     async def lookup(self, key: str) -> PhraseEntry | None:
         """The entry under ``key``, or None (also when the backend fails: see the class docs). Counts no hit
         or miss."""
-        if self._down_until and time.monotonic() < self._down_until:
+        if self._resting("lookup"):
             return None
         try:
             blob = await self._call(self.backend.get(key), self.lookup_timeout)
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "lookup")
             return None
-        self._ok()
+        self._ok("lookup")
         if blob is None:
             return None
         try:
@@ -225,14 +242,14 @@ class PhraseCache:
         """Store ``entry`` under ``key``; False when it was not stored (too long, or the backend failed)."""
         if entry.nbytes > self.max_entry_bytes:
             return False
-        if self._down_until and time.monotonic() < self._down_until:
+        if self._resting("store"):
             return False
         try:
             await self._call(self.backend.put(key, entry.to_bytes()), self.store_timeout)
         except Exception as exc:
-            self._failed(exc)
+            self._failed(exc, "store")
             return False
-        self._ok()
+        self._ok("store")
         self._stores += 1
         return True
 
@@ -310,11 +327,12 @@ class PhraseCache:
     async def _render(
         self, provider: TurnProvider, text: str, rate: int, segments: Sequence[str], overrides: dict[str, Any]
     ) -> bytes:
-        """A live turn of ``text`` sent as ``segments``, read whole; raises if it did not complete."""
+        """A live turn of ``text`` sent as ``segments`` (each one as it is), read whole; raises if it did not
+        complete."""
         turn = await provider.open_turn(sample_rate=rate, **overrides)
         try:
             for part in segments:
-                await turn.send(part + " " if len(segments) > 1 else part)
+                await turn.send(part)
             await turn.end()
             pcm = b"".join([chunk async for chunk in turn])
         finally:
@@ -381,7 +399,8 @@ def _surface(tts: Any, sample_rate: int | None) -> tuple[TurnProvider, int, Call
     elif isinstance(getattr(tts, "turn_provider", None), TurnProvider):  # LiveKit TurnTTS
         tokenizer = tts._sentence_tokenizer
         provider, rate = tts.turn_provider, sample_rate or tts.sample_rate
-        split = lambda text: list(tokenizer.tokenize(text)) or [text]  # noqa: E731
+        # as the stream sends a known text: each sentence of the plugin's tokenizer, with a space after it
+        split = lambda text: [s + " " for s in tokenizer.tokenize(text)] or [text]  # noqa: E731
     elif isinstance(getattr(tts, "provider", None), TurnProvider):  # a Pipecat service
         provider, rate, split = (
             tts.provider,
@@ -401,10 +420,11 @@ def _surface(tts: Any, sample_rate: int | None) -> tuple[TurnProvider, int, Call
     return provider, rate, split
 
 
-class PhraseSynthesis:
-    """``provider.synthesize(text)`` through the cache: an async iterator of PCM16 chunks. ``cache`` says
-    ``"hit"`` or ``"miss"`` once the first chunk was asked for (None: the provider cannot be cached);
-    ``usage`` is the hit's (nothing billed), None for a miss."""
+class PhraseSynthesis(Synthesis):
+    """``provider.synthesize(text)`` through the cache: a :class:`~ttsbridge.turns.Synthesis` (its
+    ``take_received`` is the live synthesis' on a miss, so a caller that gives a miss up after audio loses
+    none of it). ``cache`` says ``"hit"`` or ``"miss"`` once the first chunk was asked for (None: the provider
+    cannot be cached); ``usage`` is the hit's (nothing billed), None for a miss."""
 
     def __init__(
         self,
@@ -418,28 +438,31 @@ class PhraseSynthesis:
         self._rate, self._overrides = sample_rate, overrides
         self.cache: str | None = None
         self._turn: CachedTurn | None = None
-        self._gen: AsyncGenerator[bytes, None] = self._run()
+        super().__init__(lambda synthesis: self._run())
 
     @property
     def usage(self) -> TurnUsage | None:
         return self._turn.usage if self._turn is not None else None
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        return await self._gen.__anext__()
-
-    async def aclose(self) -> None:
-        await self._gen.aclose()
+    @contextlib.asynccontextmanager
+    async def _live(self) -> AsyncIterator[AsyncIterator[bytes]]:
+        """The live synthesis, closed with this one (its response released at once, not when collected)."""
+        live = self._provider.synthesize_live(self._text, sample_rate=self._rate, **self._overrides)
+        self.hold(getattr(live, "take_received", None))  # given up mid-way: what the live synthesis holds
+        try:
+            yield live
+        finally:
+            close = getattr(live, "aclose", None)
+            if close is not None:
+                await close()
 
     async def _run(self) -> AsyncIterator[bytes]:
         cache, provider, text, rate = self._cache, self._provider, self._text, self._rate
         key = cache.key_for(provider, text, sample_rate=rate, **self._overrides) if text.strip() else None
-        live = provider.synthesize_live(text, sample_rate=rate, **self._overrides)
         if key is None:
-            async for pcm in live:
-                yield pcm
+            async with self._live() as live:
+                async for pcm in live:
+                    yield pcm
             return
         entry = await cache.lookup(key)
         if entry is not None and entry.sample_rate == rate:
@@ -454,11 +477,13 @@ class PhraseSynthesis:
         self.cache = "miss"
         chunks: list[bytes] = []
         size = 0
-        async for pcm in live:
-            if size <= cache.max_entry_bytes:
-                chunks.append(pcm)
-                size += len(pcm)
-            yield pcm
+        async with self._live() as live:
+            async for pcm in live:
+                if size <= cache.max_entry_bytes:
+                    chunks.append(pcm)
+                    size += len(pcm)
+                yield pcm
+        self.hold(None)
         if chunks and size <= cache.max_entry_bytes:  # completed: the live synthesis raised nothing
             wire = provider.describe(sample_rate=rate, **self._overrides).get("wire_format", "")
             cache._store_later(key, cache._entry(text, rate, b"".join(chunks), provider.provider, wire))

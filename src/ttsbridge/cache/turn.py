@@ -17,7 +17,6 @@ from typing import Any
 
 from ttsbridge.cache.entry import PhraseEntry
 from ttsbridge.cache.keys import normalise_text
-from ttsbridge.errors import TTSBridgeError
 from ttsbridge.policy.usage import TurnEnd, TurnUsage
 from ttsbridge.turns import Turn, TurnOutcome
 
@@ -61,9 +60,7 @@ class CachedTurn(Turn):
         return self._entry
 
     async def send(self, text: str) -> None:
-        if self._finished:
-            raise TTSBridgeError(f"turn {self.id} is over; no more text can be sent")
-        self._released.set()  # the text is the entry's: nothing goes anywhere
+        self._released.set()  # the text is the entry's: nothing goes anywhere (nor fails, even late)
 
     async def end(self) -> None:
         self._released.set()

@@ -84,18 +84,21 @@ def tone_frequency(transcript: str) -> float:
     return _TONE_BASE_HZ + (zlib.crc32(text.encode("utf-8")) % _TONE_STEPS) * _TONE_STEP_HZ
 
 
-def tone_duration(transcript: str) -> float:
-    """Seconds of tone audio for ``transcript`` (trimmed): 60 ms per character, at least 100 ms."""
-    return max(_MIN_MS, _MS_PER_CHAR * len(transcript.strip())) / 1000.0
+def tone_duration(transcript: str, *, ms_per_char: float = _MS_PER_CHAR) -> float:
+    """Seconds of tone audio for ``transcript`` (trimmed): ``ms_per_char`` (60) ms per character, at least
+    100 ms."""
+    return max(_MIN_MS, ms_per_char * len(transcript.strip())) / 1000.0
 
 
-def tone_pcm(transcript: str, sample_rate: int, *, frequency: float | None = None) -> bytes:
+def tone_pcm(
+    transcript: str, sample_rate: int, *, frequency: float | None = None, ms_per_char: float = _MS_PER_CHAR
+) -> bytes:
     """PCM16 tone audio of ``transcript`` at ``sample_rate`` (empty transcript -> empty audio)."""
     text = transcript.strip()
     if not text:
         return b""
     freq = tone_frequency(text) if frequency is None else frequency
-    pcm = tone(freq, tone_duration(text), sample_rate, amplitude=_AMPLITUDE)
+    pcm = tone(freq, tone_duration(text, ms_per_char=ms_per_char), sample_rate, amplitude=_AMPLITUDE)
     samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
     n_fade = min(samples.size // 2, max(1, round(sample_rate * _FADE_MS / 1000.0)))
     ramp = np.linspace(0.0, 1.0, n_fade, endpoint=False)
@@ -230,6 +233,8 @@ class Voice:
     gender: str | None = None
     #: Kitta models the voice supports; None: every model. A voice with models is a Kitta voice only.
     kitta_models: frozenset[str] | None = None
+    #: pace of a tone voice (ms of audio per character; 60 is ~16.7 characters/s)
+    ms_per_char: float = _MS_PER_CHAR
 
     def supports_kitta_model(self, model: str) -> bool:
         return self.kitta_models is None or model in self.kitta_models
@@ -260,7 +265,7 @@ class Voice:
         if self.kind == "speech":
             pcm = await _ESPEAK.synthesize(text)
             return resample_oneshot(pcm, NATIVE_SAMPLE_RATE, sample_rate)
-        return tone_pcm(text, sample_rate, frequency=self.frequency)
+        return tone_pcm(text, sample_rate, frequency=self.frequency, ms_per_char=self.ms_per_char)
 
 
 def _builtin_voices(with_speech: bool) -> list[Voice]:
@@ -356,6 +361,21 @@ class VoiceRegistry:
         """The voice a Kitta ``start`` names, if it exists and supports ``model`` (else None)."""
         voice = self._kitta_voices.get(voice_id) or self._voices.get(voice_id)
         return voice if voice is not None and voice.supports_kitta_model(model) else None
+
+    def add_tone_voice(self, voice_id: str, *, ms_per_char: float, name: str = "") -> Voice:
+        """A tone voice of another pace (the voice speed knob): like ``tone``, ``ms_per_char`` ms of audio
+        per character (``tone`` is 60: ~16.7 characters/s; 90 is ~11). Known to both endpoints."""
+        if not 10.0 <= ms_per_char <= 1000.0:
+            raise ValueError(f"ms_per_char must be within 10..1000, got {ms_per_char!r}")
+        voice = Voice(
+            id=voice_id,
+            name=name or f"Tone at {ms_per_char:g} ms per character",
+            description=f"Deterministic sine like tone, {ms_per_char:g} ms per character.",
+            kind="tone",
+            ms_per_char=ms_per_char,
+        )
+        self._voices[voice_id] = voice
+        return voice
 
     def clone(self, *, name: str, clip: bytes, language: str = "en", description: str = "") -> Voice:
         """Create an in-memory tone voice with its own frequency (see module docs)."""

@@ -18,6 +18,14 @@ per pooled connection (docs/benchmarks.md). Closing is bounded: frames keep bein
 reply, queued behind frames it was still sending, is seen), and websockets aborts the transport after
 ``close_timeout``.
 
+Liveness (docs/reliability.md, "Quiet networks"): a network path can die without closing. The same timer
+sends a WebSocket ping (from the loop: no task) when the connection has been silent ``ping_after_silence``
+while the protocol says the server owes something (``awaiting_since()``), or ``ping_interval`` while idle; a
+write to a connection silent that long carries one, and a turn's timeout sends one at once (:meth:`condemn`).
+Anything read within ``pong_timeout`` proves the connection alive; nothing, and it is dead
+(``protocol.connection_silent``, the transport aborted). While a ping is out the connection is
+:attr:`suspect`: the pool hands it to no new turn.
+
 Callers drive the protocol with its commands and then ``await connection.flush()``.
 """
 
@@ -374,7 +382,7 @@ class Connection:
             frame = data
         try:
             proto.receive(frame, self._loop.time())
-        except Exception as exc:  # a bug (or a text frame that is not UTF-8) must not leave turns hanging
+        except Exception as exc:  # a bug must not leave turns hanging
             logger.exception("%s: reader failed", self.name)
             proto.connection_lost(None, f"reader failed: {type(exc).__name__}", self._loop.time())
         try:

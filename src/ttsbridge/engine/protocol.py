@@ -231,6 +231,16 @@ class TurnProtocol(abc.ABC):
         """``"<encoding>@<rate>"`` of this connection's audio; empty when not known (yet)."""
         return ""
 
+    #: Each ``send_text`` is rendered on its own and its end reported in :meth:`rendered` (Kitta, flushing
+    #: every send: a segment ended by its ``usage``).
+    reports_send_ends: bool = False
+
+    def rendered(self, facts: Any) -> list[tuple[int, float]]:
+        """Where the server said the audio of the turn's text so far is complete: ``(characters of the text,
+        seconds of its audio)`` from the turn's start (:attr:`~ttsbridge.turns.Turn.rendered`); [] when it
+        says so only at the turn's end."""
+        return []
+
     # --- queries ------------------------------------------------------------------------------------------
 
     @property

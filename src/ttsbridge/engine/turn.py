@@ -215,6 +215,16 @@ class EngineTurn(Turn):
         proto = self.protocol
         return proto.wire_format() if proto is not None else ""
 
+    @property  # type: ignore[override]
+    def reports_send_ends(self) -> bool:
+        proto = self.protocol
+        return proto.reports_send_ends if proto is not None else False
+
+    @property
+    def rendered(self) -> list[tuple[int, float]]:
+        proto = self.protocol
+        return proto.rendered(self._facts) if proto is not None else []
+
     def add_done_callback(self, fn: Callable[[EngineTurn], None]) -> None:
         """Call ``fn(self)`` once the turn is over in the protocol (its end dispatched) or cancelled."""
         if self._end is not None or self._cancelled:

@@ -55,8 +55,8 @@ class KittaClient:
             whose audio was delivered either way.
         proxy: passed to ``websockets.connect`` (True = from the environment, None = direct).
         ping_interval: a connection with nothing owed (the warm standby) silent this long gets a keepalive
-            ping (5 s: a turn that takes a dead standby loses its turn, so a standby is checked well within its
-            ``standby_max_age``, and one with a ping unanswered is not taken); None disables.
+            ping (2 s: a turn that takes a dead standby loses its turn, so a standby is checked often within
+            its ``standby_max_age``, and one with a ping unanswered is not taken); None disables.
         ping_after_silence: a session the server owes something (``ready``, audio, ``finish``) that has been
             silent this long gets a WebSocket ping, and so does a turn's ``start`` on a standby silent this
             long; None disables the check (then only ``event_timeout`` notices a dead connection).
@@ -83,7 +83,7 @@ class KittaClient:
         limits: KittaLimits | None = None,
         resume_after_audio: bool = True,
         proxy: str | bool | None = True,
-        ping_interval: float | None = 5.0,
+        ping_interval: float | None = 2.0,
         ping_after_silence: float | None = PING_AFTER_SILENCE,
         pong_timeout: float = PONG_TIMEOUT,
     ) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ttsbridge._redact import redact
+from ttsbridge._redact import redact, safe_url
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.engine.protocol import ConnectRequest
 from ttsbridge.errors import (
@@ -39,14 +39,6 @@ _KEY_PARAMS: Final = frozenset({"token", "api_key", "apikey", "key", "access_tok
 MAX_RETRY_AFTER: Final = 30.0
 
 
-def safe_url(url: str) -> str:
-    """``url`` for an error message: no user info, no query (either may hold a credential)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.netloc.rpartition("@")[2]
-        return urlunsplit((parts.scheme, host, parts.path, "", "")) + ("?…" if parts.query else "")
-    except ValueError:
-        return "<unparsable URL>"
 
 
 def build_url(base_url: str) -> str:

@@ -447,6 +447,14 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
             retries=facts.retries,
         )
 
+    @property  # type: ignore[override]
+    def reports_send_ends(self) -> bool:
+        return self.flush_each_send  # each send is flushed: a segment, ended by its `usage`
+
+    def rendered(self, facts: TurnFacts) -> list[tuple[int, float]]:
+        rate = self.sample_rate  # each segment's `usage`: the end of that text's audio
+        return [(chars, n / 2 / rate) for chars, n in facts.rendered] if rate else []
+
     def wire_format(self) -> str:
         rate = self.sample_rate
         return f"{self.request.format}@{rate}" if rate else self.request.format

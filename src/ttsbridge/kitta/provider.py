@@ -17,7 +17,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
-from ttsbridge.cache.keys import account_scope
+from ttsbridge._keys import account_scope
 from ttsbridge.engine.pool import KeyedPool
 from ttsbridge.engine.turn import EngineTurn, Link
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
@@ -278,7 +278,10 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         if session.age >= self.standby_max_age:
             self._retire_standby("max age")
             return None
-        if session.suspect:  # a keepalive ping is unanswered: maybe dead; the turn connects on its own
+        if session.suspect:
+            # A keepalive ping is out and unanswered: maybe dead. The turn connects on its own and the standby
+            # is replaced (a pong still in flight would otherwise hand it, dead or not, to the next turn).
+            self._retire_standby("ping unanswered")
             return None
         self._pool.discard(_STANDBY, session)
         self._kick()  # the replacement connects once the turn has its first audio

@@ -57,8 +57,12 @@ class ServerEvents:
             self._on_audio(event)
         elif isinstance(event, UsageEvent):
             self._deliver(self._order.drain())
+            seg = self._text.segments.head()
             self._text.segments.usage(event.units)
             self.units_billed += event.units
+            if seg is not None and self.facts is not None:  # the segment's audio is complete here
+                self.facts.rendered_chars += len(seg.text)
+                self.facts.rendered.append((self.facts.rendered_chars, self.facts.audio_bytes))
         elif isinstance(event, FinishEvent):
             self._on_finish(event)
 

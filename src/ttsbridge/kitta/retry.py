@@ -45,6 +45,10 @@ class TurnFacts:
     characters_sent: int = 0
     units: int = 0
     audio_bytes: int = 0
+    #: (characters of the turn's text, audio bytes delivered) at each segment's ``usage``: the audio of
+    #: that much text is complete there (cumulative over the turn and its retries)
+    rendered: list[tuple[int, int]] = field(default_factory=list)
+    rendered_chars: int = 0
     outcome: Outcome | None = None
     error: TTSBridgeError | None = None
     failed_at: float | None = None

@@ -77,7 +77,7 @@ class _Attempt:
             stream=True,
         )
         self.timeout = stream._conn_options.timeout
-        self.timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
+        self.timer = WordClock(owner._speech_rate, release="ahead") if owner._word_timestamps else None
         sentences: tokenize.SentenceStream = owner._sentence_tokenizer.stream()
         if owner._stream_pacer is not None:
             # LiveKit's pacer: the first sentence at once, the rest batched while enough audio is left to play.
@@ -223,6 +223,8 @@ class _Attempt:
                 self.turn_fut.set_result(None)
             raise
         self.turn_fut.set_result(opened)
+        if self.timer is not None:
+            self.timer.pieces = opened.reports_send_ends  # (before any text: see WordClock.pieces)
         # a known phrase is sent as the key has it: its sentences, unpaced
         tokens = _each(phrase) if phrase is not None else (ev.token async for ev in self.sentences)
         async for token in tokens:
@@ -253,6 +255,7 @@ class _Attempt:
                 self.record.on_audio()
             if timer is not None:
                 words = timer.add_audio(len(pcm) / bytes_per_s)
+                words += timer.complete_rendered(opened.rendered)  # (Kitta: a segment's audio ended)
                 if words:
                     self._emit_words(words)
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from ttsbridge._keys import account_scope
 from ttsbridge.audio.resample import StreamResampler
-from ttsbridge.cache.keys import account_scope
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError

@@ -172,7 +172,10 @@ class TurnTTSService(_TurnAudioService):
         self._trace(context_id, record)
         self._track_usage(context_id, turn)
         state = _TurnState(
-            context_id=context_id, turn=turn, clock=WordClock(self._speech_rate), record=record
+            context_id=context_id,
+            turn=turn,
+            clock=WordClock(self._speech_rate, pieces=turn.reports_send_ends),
+            record=record,
         )
         state.touch()
         self._turns[context_id] = state

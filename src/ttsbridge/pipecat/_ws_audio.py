@@ -88,6 +88,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                     state.record.on_audio()
                 await append(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
                 words = clock.add_audio(len(pcm) / bytes_per_s)
+                words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
                 if words:
                     await self._push_words(clock, words, context_id)
             if state.cancelled:

@@ -66,7 +66,8 @@ class KittaTTSService(TurnTTSService):
         standby: keep one pre-connected, authenticated connection (no handshake on a turn's critical path;
             ``start`` is sent only when a turn opens).
         provider_options: passed to :class:`~ttsbridge.kitta.KittaTurnProvider`: ``standby_max_age``,
-            ``auth="frame"``, ``max_retries``, ``connect_timeout``, ``event_timeout``, ``limits``...
+            ``auth="frame"``, ``max_retries``, ``connect_timeout``, ``event_timeout``, ``limits``, the liveness
+            checks ``ping_interval``, ``ping_after_silence``, ``pong_timeout`` (see ``KittaClient``)...
         phrase_cache: a :class:`ttsbridge.cache.PhraseCache` for ``TTSSpeakFrame``\\ s (docs/cache.md).
         **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).
 

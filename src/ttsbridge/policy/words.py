@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import math
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -68,7 +69,7 @@ MAX_CHARS_PER_SECOND = 60.0
 #: Tolerance when comparing a time with the audio received (float sums of chunk durations).
 _EPS = 1e-9
 
-Release = Literal["start", "end"]
+Release = Literal["start", "end", "ahead"]
 
 
 def clamp_rate(rate: float) -> float:
@@ -179,6 +180,9 @@ class _Segment:
     weight: int = 0  # of the complete units (the pending one is added by WordClock.weight)
     audio_s: float = 0.0
     next: int = 0  # index of the next unit to release
+    #: with ``pieces``: the weight at the end of each piece of text added whose audio is not reported
+    #: complete yet (the provider renders the pieces one after the other and reports each one's end)
+    piece_ends: list[int] = field(default_factory=list)
 
 
 class WordClock:
@@ -189,9 +193,11 @@ class WordClock:
     every unit still owed, timed by the segment's real duration, and starts the next segment after it.
     """
 
-    def __init__(self, rate: SpeechRate | None = None, *, release: Release = "start") -> None:
-        if release not in ("start", "end"):
-            raise ValueError(f"release must be 'start' or 'end', got {release!r}")
+    def __init__(
+        self, rate: SpeechRate | None = None, *, release: Release = "start", pieces: bool = False
+    ) -> None:
+        if release not in ("start", "end", "ahead"):
+            raise ValueError(f"release must be 'start' or 'end' (or 'ahead'), got {release!r}")
         self._rate = rate if rate is not None else SpeechRate()
         self._release = release
         self._cps = self._rate.chars_per_second
@@ -200,9 +206,16 @@ class WordClock:
         self._last_start = 0.0
         self._last_end = 0.0
         self._weight_done = 0  # weight of the ended segments since the time base
+        self._chars_done = 0  # characters of the ended segments since the time base
+        self._reports: int | None = 0  # Turn.rendered reports applied (None after restart: see there)
+        self._audio_total = 0.0  # the sum of the chunks since the time base (the last unit ends there)
         # Audio (s, in the segment) below which add_audio has nothing to do: the next unit is not due and
         # the rate cap is not reached. 0 forces the full check (after any change of text, rate, segment).
         self._quiet_until = 0.0
+        #: The provider reports the end of each piece of text added (:meth:`complete_text`; Kitta: each
+        #: ``send`` is a segment, ended by its ``usage``): until then all audio received is the first open
+        #: piece's, so the in-segment cap is that piece's weight, and no unit of a later piece is released.
+        self.pieces = pieces
         #: True once text of a script without spaces was added (CJK, Thai...).
         self.unspaced = False
         #: The measured rate of the last ended segment (None when it had no text or no audio).
@@ -243,6 +256,8 @@ class WordClock:
             self._feed(ch)
         if boundary:
             self._close_pending()
+        if self.pieces and text:
+            self._seg.piece_ends.append(self._segment_weight())
         self._quiet_until = 0.0
 
     def _feed(self, ch: str) -> None:
@@ -298,19 +313,29 @@ class WordClock:
         seg = self._seg
         if seconds > 0.0:
             seg.audio_s += seconds
+            self._audio_total += seconds
         if seg.audio_s + _EPS < self._quiet_until:
             return []
         weight = self._segment_weight()
+        if seg.piece_ends:
+            weight = seg.piece_ends[0]  # all audio so far is the first open piece's
         if weight > 0 and weight / self._cps < seg.audio_s:
             # More audio than the estimate allows for all text sent so far: the voice is slower than assumed.
             self._cps = max(MIN_CHARS_PER_SECOND, weight / seg.audio_s)
         out: list[TimedWord] = []
         while seg.next < len(seg.units):
             unit = seg.units[seg.next]
+            if seg.piece_ends and unit.offset >= seg.piece_ends[0]:
+                break  # a later piece: its audio starts after the first one's reported end
             start, end = unit.offset / self._cps, (unit.offset + unit.weight) / self._cps
             if self._release == "start":
                 if start > seg.audio_s + _EPS:
                     break
+            elif self._release == "ahead":
+                if start > seg.audio_s + _EPS or (seg.next == len(seg.units) - 1 and seg.pending is None):
+                    break  # its start not within the audio yet, or the last unit sent so far
+                out.append(self._emit(unit, start, min(end, seg.audio_s)))  # (never past the audio)
+                continue
             elif end > seg.audio_s + _EPS or (seg.next == len(seg.units) - 1 and seg.pending is None):
                 break  # not within the audio yet, or the last unit sent so far
             out.append(self._emit(unit, start, min(end, seg.audio_s)))
@@ -323,13 +348,19 @@ class WordClock:
         seg = self._seg
         cps = self._cps
         cap = weight / cps if weight > 0 else math.inf
+        if seg.piece_ends:
+            cap = seg.piece_ends[0] / cps if seg.piece_ends[0] > 0 else math.inf
         if seg.next >= len(seg.units):
             return cap
         unit = seg.units[seg.next]
+        if seg.piece_ends and unit.offset >= seg.piece_ends[0]:
+            return cap  # held until complete_text (which resets the bound)
         if self._release == "start":
             due = unit.offset / cps
         elif seg.next == len(seg.units) - 1 and seg.pending is None:
             due = math.inf  # held until more text arrives (add_text resets the bound)
+        elif self._release == "ahead":
+            due = unit.offset / cps
         else:
             due = (unit.offset + unit.weight) / cps
         return min(cap, due)
@@ -345,14 +376,91 @@ class WordClock:
             self._emit(unit, unit.offset / total * duration, (unit.offset + unit.weight) / total * duration)
             for unit in list(seg.units[seg.next :])
         ]
+        if out and self._reports:  # split by reports: end the last unit at the chunks' own sum, exactly
+            last = out[-1]
+            out[-1] = TimedWord(last.text, last.start, max(last.start, self._audio_total))
+            self._last_end = out[-1].end
         self.last_segment_rate = seg.weight / duration if seg.weight and duration > 0 else None
         if seg.weight and duration > 0:
             self._rate.observe(seg.weight, duration)
         self._weight_done += seg.weight
+        self._chars_done += sum(len(u.text) for u in seg.units) + len(seg.lead)
         self._offset_s += duration
         self._seg = _Segment()
         self._cps = self._rate.chars_per_second
         self._quiet_until = 0.0
+        return out
+
+    def complete_text(self, chars: int, audio_s: float) -> list[TimedWord]:
+        """The provider says the audio of the first ``chars`` characters of the text added (since the time
+        base) ends at ``audio_s`` seconds of the audio (since the time base): Kitta's ``usage`` at the end of
+        a segment. Those units are timed like :meth:`end_segment` (their exact share of that audio) and
+        calibrate the rate; the text after them goes on as a new segment, with the audio received beyond
+        ``audio_s``, timed at the calibrated rate. Returns the units now due. A report that covers no new
+        whole unit, or audio not received yet, or all the text added (:meth:`end_segment` times that by the
+        whole audio), changes nothing.
+
+        Before a voice is calibrated this is what a turn knows of its real rate mid-turn: the first
+        segment's end times the rest of the reply (the first reply of a session otherwise runs on the
+        prior, :data:`DEFAULT_CHARS_PER_SECOND`)."""
+        seg = self._seg
+        target = chars - self._chars_done
+        duration = audio_s - self._offset_s
+        if target <= 0 or duration <= 0.0 or duration > seg.audio_s + _EPS:
+            return []
+        k, total = 0, 0
+        for unit in seg.units:
+            if total + len(unit.text.rstrip()) > target:
+                break
+            total += len(unit.text)
+            k += 1
+        pending = seg.pending
+        if k == len(seg.units) and pending is not None and total + len(pending.text.rstrip()) <= target:
+            self._close_pending()
+            total += len(seg.units[-1].text)
+            k += 1
+        if k == 0 or (k == len(seg.units) and seg.pending is None):
+            return []  # nothing new, or nothing after it: end_segment times it by the whole audio
+        first = seg.units[:k]
+        weight = first[-1].offset + first[-1].weight
+        out = [
+            self._emit(unit, unit.offset / weight * duration, (unit.offset + unit.weight) / weight * duration)
+            for unit in list(seg.units[seg.next : k])
+        ]
+        self.last_segment_rate = weight / duration
+        self._rate.observe(weight, duration)
+        rest = seg.units[k:]
+        for unit in rest:
+            unit.offset -= weight
+        if seg.pending is not None:
+            seg.pending.offset -= weight
+        self._seg = _Segment(
+            units=rest,
+            pending=seg.pending,
+            lead=seg.lead,
+            weight=seg.weight - weight,
+            audio_s=seg.audio_s - duration,
+            next=max(seg.next - k, 0),
+            piece_ends=[end - weight for end in seg.piece_ends if end > weight],
+        )
+        self._weight_done += weight
+        self._chars_done += total
+        self._offset_s = audio_s
+        self._cps = self._rate.chars_per_second
+        self._quiet_until = 0.0
+        return out + self.add_audio(0.0)
+
+    def complete_rendered(self, rendered: Sequence[tuple[int, float]]) -> list[TimedWord]:
+        """:meth:`complete_text` for each report of a turn's ``rendered`` (``(characters, audio seconds)``
+        from the turn's start) not applied yet whose audio has been received. They count from the turn's
+        start, so none is applied after :meth:`restart` (a new time base)."""
+        out: list[TimedWord] = []
+        while self._reports is not None and self._reports < len(rendered):
+            chars, audio_s = rendered[self._reports]
+            if audio_s - self._offset_s > self._seg.audio_s + _EPS:
+                break  # its audio is not all here yet (a chunk still queued, the resampler's delay)
+            self._reports += 1
+            out += self.complete_text(chars, audio_s)
         return out
 
     def restart(self) -> None:
@@ -363,13 +471,16 @@ class WordClock:
         self._offset_s = 0.0
         self._last_start = self._last_end = 0.0
         self._weight_done = 0
+        self._chars_done = 0
+        self._reports = None
+        self._audio_total = 0.0
         self._cps = self._rate.chars_per_second
         self._quiet_until = 0.0
 
     def _emit(self, unit: _Unit, start: float, end: float) -> TimedWord:
         self._seg.next += 1
         start = max(self._offset_s + start, self._last_start)
-        if self._release == "end":
+        if self._release != "start":
             start = max(start, self._last_end)
         end = max(self._offset_s + end, start)
         self._last_start, self._last_end = start, end

@@ -68,7 +68,8 @@ class TTS(PluginTTS[KittaOptions]):
             text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
             client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
-                ``event_timeout``, ``standby_max_age``, ``limits``...).
+                ``event_timeout``, ``standby_max_age``, ``limits``, the liveness checks ``ping_interval``,
+                ``ping_after_silence``, ``pong_timeout``: see ``KittaClient``...).
             phrase_cache: a :class:`ttsbridge.cache.PhraseCache` (see ``nineninesix.TTS``; docs/cache.md).
 
         Raises:

@@ -84,7 +84,8 @@ class TTS(PluginTTS[NineninesixOptions]):
             text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
             client_options: advanced WebSocket client settings (``connect_timeout``, ``cancel_timeout``,
-                ``receive_timeout``, ``max_idle``, ``ping_interval``, ``cancel_ack``).
+                ``receive_timeout``, ``max_idle``, ``cancel_ack``, and the liveness checks ``ping_interval``,
+                ``ping_after_silence``, ``pong_timeout``: see ``NineninesixClient``).
             phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it
                 holds send nothing and bill nothing (docs/cache.md).
 
