@@ -26,7 +26,7 @@ from ttsbridge.engine import (
     TurnFailed,
     TurnProtocol,
 )
-from ttsbridge.engine.protocol import GiveUp, describe_close
+from ttsbridge.engine.protocol import describe_close
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError, TTSTimeoutError
 
 KEY = "toy-secret-key-123"
@@ -84,8 +84,6 @@ class ToyProtocol(TurnProtocol):
         self.turns[turn_id] = "open"
         return None
 
-    def retry_plan(self, turn_id: str, now: float) -> GiveUp:
-        return GiveUp(TTSConnectionError(f"toy: turn {turn_id} failed"))
 
     def send_text(self, turn_id: str, text: str, now: float) -> None:
         self._send(json.dumps({"turn": turn_id, "text": text}))

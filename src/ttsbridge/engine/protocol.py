@@ -69,9 +69,10 @@ class RetryPlan:
 
 @dataclass(frozen=True)
 class GiveUp:
-    """The protocol's answer for a failed turn that is not retried: it fails with ``error``."""
+    """The protocol's answer for a failed turn that is not retried: it fails with ``error`` (None: the error
+    of its :class:`~ttsbridge.engine.events.TurnFailed`)."""
 
-    error: TTSBridgeError
+    error: TTSBridgeError | None = None
 
 
 @dataclass(frozen=True)
@@ -217,10 +218,11 @@ class TurnProtocol(abc.ABC):
 
     # --- answers ------------------------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
         """The turn failed (its :class:`~ttsbridge.engine.events.TurnFailed` was emitted): whether it is
-        retried, and how. Asked once per failure, by the engine's turn; the protocol counts the attempt."""
+        retried, and how. Asked once per failure, by the engine's turn; the protocol counts the attempt.
+        Default: never retried."""
+        return GiveUp()
 
     def usage(self, facts: Any, turn: Turn) -> TurnUsage | None:
         """The turn's usage by the provider's billing rule, from ``facts`` (its record) and what the turn

@@ -250,7 +250,8 @@ class EngineTurn(Turn):
                 self._dialer.hang_up(link, cancelled=False)
                 self._stream.feed(_RETRY)  # type: ignore[arg-type]
                 return
-            event = TurnFailed(event.turn_id, plan.error)
+            if plan.error is not None:
+                event = TurnFailed(event.turn_id, plan.error)
         self._settle(event)
         self._stream.feed(event)
 

@@ -420,7 +420,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         """The plan :mod:`.retry` made when the attempt failed, or the turn's error."""
         if turn_id == self.turn_id and self.plan is not None:
             return self.plan
-        return GiveUp(self.error or KittaProtocolError(f"kitta: turn {turn_id!r} did not fail"))
+        return GiveUp()
 
     # ---------------------------------------------------------------------------------------------- answers
 

@@ -259,7 +259,7 @@ class NineninesixProtocol(TurnProtocol):
             return GiveUp(TTSConnectionError(f"nineninesix: context {turn_id} is not a failed one"))
         err, req = facts.error, facts.request or NineninesixRequest(self.output_format)
         if not req.retry or not may_retry(facts, err, req.max_retries):
-            return GiveUp(err)
+            return GiveUp()
         replays = facts.replays
         attempt, fresh_id = begin_retry(facts, err)
         replay = facts.replays > replays  # the connection died under it: a fresh one, no backoff needed
