@@ -17,7 +17,7 @@ from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSTimeoutError
 from ttsbridge.kitta import KittaClient, KittaLimitError, KittaLimits, KittaTurnProvider
 from ttsbridge.kitta.client import retry_request_id
-from ttsbridge.kitta.retry import KittaRequest
+from ttsbridge.kitta.facts import KittaRequest
 
 WAIT = 10.0
 SENTENCES = ["Hello there. ", "How are you today? ", "This is the third sentence. "]

@@ -17,6 +17,7 @@ from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, Turn
 from ttsbridge.engine.protocol import GiveUp, RetryPlan
 from ttsbridge.errors import TTSAPIError, TTSInvalidOptionError
 from ttsbridge.kitta.client import build_url, retry_request_id
+from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import (
     AudioEvent,
     AuthEvent,
@@ -39,7 +40,6 @@ from ttsbridge.kitta.protocol import (
     encode,
     split_text,
 )
-from ttsbridge.kitta.retry import KittaRequest
 
 RID = "req-1"
 

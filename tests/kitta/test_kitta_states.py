@@ -12,9 +12,9 @@ import pytest
 from ttsbridge.engine.events import ConnectionFailed, TurnDone, TurnFailed
 from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSTimeoutError
+from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import StartRequest
 from ttsbridge.kitta.protocol import KittaProtocol, KittaProtocolError, Outcome
-from ttsbridge.kitta.retry import KittaRequest
 from ttsbridge.kitta.states import TERMINAL, TRANSITIONS, State
 
 S = State

@@ -18,7 +18,7 @@ from loopback import LoopbackServer, Script, collect, nns_chunk, nns_done, no_cl
 from support import wait_until
 from ttsbridge.errors import TTSAPIError, TTSConnectionError
 from ttsbridge.nineninesix import NineninesixClient, NineninesixOptions, NineninesixTurnProvider, OutputFormat
-from ttsbridge.nineninesix.frames import NineninesixProtocolError
+from ttsbridge.nineninesix.wire import NineninesixProtocolError
 
 API_KEY = "sk_996_loopback_test_key"
 WAIT = 5.0

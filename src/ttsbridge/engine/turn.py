@@ -22,46 +22,19 @@ import contextlib
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.engine.events import AudioReceived, TurnDone, TurnEvent, TurnFailed
+from ttsbridge.engine.link import Dialer, Link
 from ttsbridge.engine.protocol import RetryPlan, TurnFacts, TurnProtocol
 from ttsbridge.engine.stream import TurnStream
+from ttsbridge.engine.view import TurnView
 from ttsbridge.errors import TTSBridgeError
-from ttsbridge.policy.usage import TurnUsage
-from ttsbridge.turns import Turn, TurnOutcome
 
 __all__ = ["Dialer", "EngineTurn", "Link"]
 
 logger = logging.getLogger("ttsbridge.engine")
-
-
-class Link(Protocol):
-    """One attempt's connection, as the turn sees it (an :class:`~.connection.Connection` is one)."""
-
-    @property
-    def protocol(self) -> TurnProtocol: ...
-
-    def now(self) -> float: ...
-
-    def attach(self, turn_id: str, sink: Callable[[TurnEvent], None]) -> None: ...
-
-    def detach(self, turn_id: str) -> None: ...
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Dispatch the command's events and write its frames (raises when the connection is lost)."""
-
-
-class Dialer(Protocol):
-    """What a provider gives its turns: a link for an attempt, and what to do once an attempt is over."""
-
-    async def dial(self, turn_id: str, request: Any, *, retry: bool) -> tuple[Link, bool]:
-        """A link for the attempt ``turn_id`` opened with ``request``, and whether it was already open (no
-        handshake paid for it)."""
-
-    def hang_up(self, link: Link, *, cancelled: bool) -> None:
-        """The turn is done with ``link`` (a one-turn connection closes; a shared one stays)."""
 
 
 class _Retry:
@@ -73,7 +46,7 @@ class _Retry:
 _RETRY = _Retry()
 
 
-class EngineTurn(Turn):
+class EngineTurn(TurnView):
     """One turn over a provider's protocol and dialer (see the module docstring).
 
     Args:
@@ -146,84 +119,6 @@ class EngineTurn(Turn):
         except TTSBridgeError:
             if self._end is None and self._plan is None:
                 raise  # (lost: its end, or its retry, is on the stream: the iterator reports it)
-
-    # --- facts (the protocol's record) --------------------------------------------------------------------
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def link(self) -> Link | None:
-        """The current attempt's link (tests, providers' bookkeeping)."""
-        return self._link
-
-    @property
-    def protocol(self) -> TurnProtocol | None:
-        return self._link.protocol if self._link is not None else None
-
-    @property
-    def facts(self) -> TurnFacts | None:
-        return self._facts
-
-    @property
-    def retries(self) -> int:
-        return self._facts.retries if self._facts is not None else 0
-
-    @property
-    def characters_sent(self) -> int:
-        return self._facts.characters_sent if self._facts is not None else 0
-
-    @property
-    def audio_started(self) -> bool:
-        return bool(self._facts is not None and self._facts.audio_bytes)
-
-    @property
-    def connection_reused(self) -> bool:
-        return self._reused
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
-    def settled(self) -> bool:
-        """Over in the protocol (its end dispatched, perhaps not consumed yet), or cancelled."""
-        return self._end is not None or self._cancelled
-
-    @property
-    def outcome(self) -> TurnOutcome | None:
-        if self.error is not None:
-            return "failed"
-        if self._cancelled:
-            return "cancelled"
-        return "done" if self._done else None
-
-    @property
-    def error(self) -> TTSBridgeError | None:
-        """What the iteration raised; None while the turn runs, and for a completed or cancelled turn."""
-        return None if self._cancelled or not self._done else self._error
-
-    @property
-    def usage(self) -> TurnUsage:
-        proto = self.protocol
-        usage = proto.usage(self._facts, self) if proto is not None else None
-        return usage if usage is not None else super().usage
-
-    @property
-    def wire_format(self) -> str:
-        proto = self.protocol
-        return proto.wire_format() if proto is not None else ""
-
-    @property  # type: ignore[override]
-    def reports_send_ends(self) -> bool:
-        proto = self.protocol
-        return proto.reports_send_ends if proto is not None else False
-
-    @property
-    def rendered(self) -> list[tuple[int, float]]:
-        proto = self.protocol
-        return proto.rendered(self._facts) if proto is not None else []
 
     def add_done_callback(self, fn: Callable[[EngineTurn], None]) -> None:
         """Call ``fn(self)`` once the turn is over in the protocol (its end dispatched) or cancelled."""

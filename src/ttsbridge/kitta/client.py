@@ -18,8 +18,8 @@ from ttsbridge import _keys
 from ttsbridge._redact import mask_key
 from ttsbridge.engine.connection import PING_AFTER_SILENCE, PONG_TIMEOUT, check_liveness_knobs
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
+from ttsbridge.kitta.catalog import build_url, retry_request_id
 from ttsbridge.kitta.connection import ConnectSettings, KittaConnection
-from ttsbridge.kitta.handshake import build_url, retry_request_id
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions, StartRequest
 from ttsbridge.kitta.protocol import KittaProtocol
 

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING
 
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
 from ttsbridge.engine.protocol import GiveUp, RetryPlan, TurnProtocol
-from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSSilentConnectionError, TTSTimeoutError
-from ttsbridge.kitta import retry
-from ttsbridge.kitta.billing import KITTA, session_units
-from ttsbridge.kitta.handshake import KittaHandshake
+from ttsbridge.errors import TTSBridgeError, TTSTimeoutError
+from ttsbridge.kitta.billing import turn_usage
+from ttsbridge.kitta.catalog import KittaHandshake
+from ttsbridge.kitta.facts import KittaRequest, Outcome, Replay, TurnFacts, not_before_next, plan_retry
 from ttsbridge.kitta.models import AuthEvent, KittaLimits, StartEvent, StartRequest
 from ttsbridge.kitta.receiving import ServerEvents
-from ttsbridge.kitta.retry import KittaRequest, Outcome, Replay, TurnFacts
-from ttsbridge.policy.usage import TurnEnd, TurnUsage
+from ttsbridge.policy.usage import TurnUsage
 
 if TYPE_CHECKING:
     from ttsbridge.turns import Turn
@@ -37,7 +36,6 @@ from ttsbridge.kitta.wire import (
     KittaProtocolError,
     decode,
     encode,
-    error_from_close,
     error_from_event,
     split_text,
 )
@@ -320,45 +318,6 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
             self.timeouts += 1
             self._fail(err, now, close=(1000, "failed"), may_retry=False)
 
-    def receive(self, frame: str | bytes | bytearray | memoryview, now: float) -> None:
-        """Feed one frame. A protocol violation fails the turn (and the connection) with
-        :class:`KittaProtocolError`; an ``error`` event fails it with the server's error."""
-        if self.terminal:
-            return
-        self._last_event_at = now
-        try:
-            if isinstance(frame, str):
-                raise KittaProtocolError("kitta: the server sent a text frame (MessagePack expected)")
-            event = decode(frame)
-            if event is not None:
-                self._handle(event, now)
-        except KittaProtocolError as exc:
-            logger.warning("kitta %s: %s", self.request_id, exc)
-            self._fail(exc, now, close=(1002, "protocol error"))
-        except Exception as exc:  # a bug of ours: fail the session loudly rather than hang
-            logger.exception("kitta %s: unexpected error handling a server frame", self.request_id)
-            err = KittaProtocolError(f"kitta: internal error: {type(exc).__name__}")
-            self._fail(err, now, close=(1011, "client error"))
-
-    def fail_connect(self, error: TTSBridgeError, now: float) -> None:
-        """The connection could not be made (``error`` from :meth:`handshake_failed`, a timeout, a refusal)."""
-        if not self.terminal:
-            self._fail(error, now, close=None)
-
-    def connection_lost(self, code: int | None, reason: str, now: float) -> None:
-        """The socket closed. Before ``finish`` this fails the turn (retryable only for 1012/1013)."""
-        if not self.terminal:
-            self._fail(error_from_close(code, reason, self._secrets()), now, close=None)
-
-    def connection_silent(self, detail: str, now: float) -> None:
-        """The engine's ping went unanswered: the turn fails at once with a
-        :class:`TTSSilentConnectionError`, never retried (whether the server got our last frames is unknown,
-        and the page allows no new request_id for an uncertain request; the next turn starts on a fresh
-        connection). A standby (no turn) just ends."""
-        if not self.terminal:
-            err = TTSSilentConnectionError(f"kitta {self.request_id}: {detail}", retryable=False)
-            self._fail(err, now, close=None, may_retry=False)
-
     def awaiting_since(self) -> float | None:
         """Since when the server has owed us something (``authenticated``, ``ready``, audio, ``usage``,
         ``finish``), or None; the engine's liveness check counts silence from it."""
@@ -397,7 +356,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         self._start_due = False
         facts = self.facts
         if self.turn_id is not None and facts is not None and facts.outcome is None:
-            self.plan = retry.plan(self, err, now) if may_retry else None
+            self.plan = plan_retry(self, err, now) if may_retry else None
             if self.plan is None:
                 facts.outcome, facts.error, facts.failed_at = Outcome.FAILED, err, now
             self._events.append(TurnFailed(self.turn_id, err))
@@ -407,7 +366,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
 
     def not_before_next(self, current: float) -> float:
         """When the provider's next turn may start, given this turn's outcome (see :mod:`.retry`)."""
-        return retry.not_before_next(self, current)
+        return not_before_next(self, current)
 
     def replay(self) -> Replay:
         """Everything of this session whose audio was never delivered (pending segments, the unflushed
@@ -425,27 +384,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     # ---------------------------------------------------------------------------------------------- answers
 
     def usage(self, facts: TurnFacts, turn: Turn) -> TurnUsage:
-        """Kitta's rule (:data:`~ttsbridge.kitta.billing.KITTA`) over this session's units
-        (:func:`~ttsbridge.kitta.billing.session_units`: its segments and their statuses, or its ``finish``
-        count). Earlier (retried) sessions add the units their ``usage`` events reported (a retry never
-        follows a part-delivered segment)."""
-        earlier = facts.units - (self.finish_units or 0)  # the facts add this session's finish units too
-        units = session_units(self.segments, self.finish_units)
-        ended = turn.outcome
-        basis = KITTA.basis(ended, by_server=isinstance(turn.error, TTSAPIError))
-        rate = self.sample_rate
-        return TurnUsage(
-            provider=KITTA.provider,
-            turn_id=turn.id,
-            characters_sent=facts.characters_sent,
-            characters_billed=earlier + KITTA.billed(units, basis),
-            characters_heard=turn.characters_heard,
-            audio_seconds=facts.audio_bytes / 2 / rate if rate else 0.0,
-            ended=None if ended is None else TurnEnd(ended),
-            error_code=turn.error_code,
-            characters_reserved=0 if ended is not None else KITTA.reserved(units, basis),
-            retries=facts.retries,
-        )
+        return turn_usage(self.segments, self.finish_units, self.sample_rate, facts, turn)
 
     @property  # type: ignore[override]
     def reports_send_ends(self) -> bool:

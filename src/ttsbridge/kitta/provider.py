@@ -23,9 +23,9 @@ from ttsbridge.engine.turn import EngineTurn, Link
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaClient
 from ttsbridge.kitta.connection import KittaConnection
+from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
 from ttsbridge.kitta.protocol import KittaProtocol
-from ttsbridge.kitta.retry import KittaRequest
 from ttsbridge.turns import TurnProvider
 
 if TYPE_CHECKING:

@@ -7,16 +7,21 @@ also after the protocol dropped the finished context.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import uuid
 from dataclasses import dataclass, field
 from typing import NoReturn
 
 from ttsbridge.engine.backoff import Backoff
+from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError, TTSSilentConnectionError
 from ttsbridge.nineninesix.catalog import effect_of
 from ttsbridge.nineninesix.models import OutputFormat
 from ttsbridge.nineninesix.states import ContextState
+
+logger = logging.getLogger("ttsbridge.nineninesix")
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,28 @@ def replay_deadline(facts: ContextFacts, receive_timeout: float | None = None) -
     return min(facts.not_after, owed + bound)
 
 
+def plan_retry(facts: ContextFacts, now: float) -> RetryPlan | None:
+    """The retry of a failed context (None: it is not retried): a fresh context_id replaying the turn's texts
+    (and its end) when :func:`may_retry` says so; after the backoff, or at once when its connection died under
+    it (then keeping the first attempt's deadline for the first audio). Counts the attempt in ``facts``."""
+    err, req = facts.error, facts.request or NineninesixRequest()
+    if err is None or not req.retry or not may_retry(facts, err, req.max_retries):
+        return None
+    replays = facts.replays
+    attempt, fresh_id = begin_retry(facts, err)
+    replay = facts.replays > replays  # the connection died under it: a fresh one, no backoff needed
+    delay = 0.0 if replay or req.backoff is None else req.backoff.delay(attempt)
+    logger.info(
+        "nineninesix: %s on context %s; retrying the turn on a fresh context in %.2fs (%d/%d)",
+        getattr(err, "error_code", err), facts.context_id, delay, attempt, req.max_retries,
+    )  # fmt: skip
+    retry = dataclasses.replace(
+        req, texts=tuple(facts.texts), ended=facts.ended, retries=attempt, replays=facts.replays,
+        not_after=replay_deadline(facts) if replay else facts.not_after,
+    )  # fmt: skip
+    return RetryPlan(fresh_id, retry, now + delay)
+
+
 def refuse(facts: ContextFacts, text: str, *, end: bool) -> NoReturn:
     """A command for a context that is over. A failed one keeps the text for a replay, then raises its error."""
     if facts.state is ContextState.FAILED and facts.error is not None:
@@ -143,6 +170,7 @@ __all__ = [
     "begin_retry",
     "connection_died",
     "may_retry",
+    "plan_retry",
     "refuse",
     "replay_deadline",
 ]

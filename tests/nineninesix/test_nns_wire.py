@@ -16,9 +16,9 @@ from proto_driver import Driver
 
 from ttsbridge.engine import AudioReceived, ConnectionFailed, TurnDone, TurnFailed
 from ttsbridge.errors import TTSConnectionError
-from ttsbridge.nineninesix.frames import NineninesixProtocolError
 from ttsbridge.nineninesix.models import OutputFormat
 from ttsbridge.nineninesix.protocol import ContextState, NineninesixProtocol
+from ttsbridge.nineninesix.wire import NineninesixProtocolError
 
 PCM = base64.b64encode(b"\x01\x00\x02\x00").decode()
 

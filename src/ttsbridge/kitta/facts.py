@@ -12,13 +12,13 @@ from typing import Final, Protocol
 
 from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSBridgeError
-from ttsbridge.kitta.handshake import backoff_delay, retry_request_id
+from ttsbridge.kitta.catalog import backoff_delay, retry_request_id
 from ttsbridge.kitta.models import StartRequest
 
 # fmt: off
 __all__ = [
     "Attempt", "KittaRequest", "Outcome", "Replay", "TurnFacts", "backoff", "no_retry_reason", "not_before_next",
-    "plan",
+    "plan_retry",
 ]
 # fmt: on
 
@@ -124,7 +124,7 @@ def no_retry_reason(proto: Attempt, err: TTSBridgeError, facts: TurnFacts) -> st
     return ""
 
 
-def plan(proto: Attempt, err: TTSBridgeError, now: float) -> RetryPlan | None:
+def plan_retry(proto: Attempt, err: TTSBridgeError, now: float) -> RetryPlan | None:
     """The turn's next attempt after ``proto`` failed with ``err`` at ``now`` (a derived request_id, the
     never-delivered segments replayed, ``start`` held for the backoff, its connection dialled
     :data:`PRECONNECT_LEAD` before), or None (the turn fails). Counts the retry in the turn's facts."""
