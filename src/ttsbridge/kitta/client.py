@@ -120,14 +120,6 @@ class KittaClient:
         self.ping_interval = ping_interval
         self.ping_after_silence = ping_after_silence
         self.pong_timeout = float(pong_timeout)
-        self.settings = ConnectSettings(
-            connect_timeout=self.connect_timeout,
-            close_timeout=self.close_timeout,
-            ping_interval=ping_interval,
-            ping_after_silence=ping_after_silence,
-            pong_timeout=self.pong_timeout,
-            proxy=proxy,
-        )
         self._connections: set[KittaConnection] = set()
         self._closed = False
 
@@ -147,6 +139,14 @@ class KittaClient:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def settings(self) -> ConnectSettings:
+        """The knobs each new connection is made with."""
+        return ConnectSettings(
+            self.connect_timeout, self.close_timeout, self.ping_interval, self.ping_after_silence,
+            self.pong_timeout, self.proxy,
+        )  # fmt: skip
 
     def _new_protocol(self, label: str, request: StartRequest) -> KittaProtocol:
         """A protocol for one new connection (no turn on it yet); ``label`` names it in logs."""
