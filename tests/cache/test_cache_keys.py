@@ -59,7 +59,6 @@ KITTA_VARIANTS = {
     "emotion": {"emotion": "happy"},
     "chunk_length": {"chunk_length": 150},
     "latency": {"latency": "balanced"},
-    "sample_rate": {"sample_rate": 16000},
 }
 
 
@@ -80,6 +79,11 @@ def test_the_kitta_key_covers_every_request_field() -> None:
     for name, change in KITTA_VARIANTS.items():
         assert key(kitta(**change)) != base, name
     assert key(kitta(), rate=16000) != base
+    qwen = key(kitta(model="qwen-tts"))  # the model whose request has instructions
+    assert key(kitta(model="qwen-tts", instructions="Speak slowly.")) != qwen
+    assert key(kitta(model="qwen-tts", optimize_instructions=True)) != qwen
+    assert key(kitta(sample_rate=16000)) == base  # KittaClient.synthesize's rate: a turn's is the one opened
+    assert key(kitta(speed=1)) == key(kitta(speed=1.0))  # the same request, the same audio
     assert key(kitta(api_key="another-kitta-account")) != base
     assert key(kitta(base_url="http://127.0.0.1:10")) != base
 
@@ -130,9 +134,13 @@ def test_the_entry_round_trips_and_foreign_bytes_are_refused() -> None:
         provider="kitta",
         wire_format="pcm@44100",
     )
-    back = PhraseEntry.from_bytes(entry.to_bytes())
+    blob = entry.to_bytes()
+    back = PhraseEntry.from_bytes(blob)
     assert back == entry
     assert back.duration == pytest.approx(1024 / 2 / 16000)
+    # a hit copies none of the stored audio (seconds of it: the copy was most of the lookup's time)
+    assert isinstance(back.pcm, memoryview) and back.pcm.obj is blob
+    assert PhraseEntry.from_bytes(back.to_bytes()) == entry
     for bad in (b"", b"TBPC", b"XXXX\x01\x00\x00\x00\x00", entry.to_bytes()[:-1]):
         with pytest.raises(ValueError):
             PhraseEntry.from_bytes(bad)
@@ -155,5 +163,18 @@ def test_redis_and_sqlite_arguments_are_checked_up_front(tmp_path: Any) -> None:
         PhraseCache.redis("redis://127.0.0.1:6379", ttl=0)
     with pytest.raises(TTSInvalidOptionError, match="path"):
         PhraseCache.sqlite(tmp_path / "missing-dir" / "c.db")
+    with pytest.raises(TTSInvalidOptionError, match="busy_timeout"):
+        PhraseCache.sqlite(tmp_path / "c.db", busy_timeout=-1)
     with pytest.raises(TTSInvalidOptionError, match="max_bytes"):
         PhraseCache.memory(max_bytes=0)
+    for url in ("redis://:pw-456@127.0.0.1:port/0", "redis://:pw-456@[::1/0"):  # not a ValueError of urllib's
+        with pytest.raises(TTSInvalidOptionError, match="url") as info:
+            PhraseCache.redis(url, ttl=60)
+        assert "pw-456" not in str(info.value)
+    with pytest.raises(TTSInvalidOptionError, match="timeout"):
+        PhraseCache.redis("redis://127.0.0.1:6379", timeout=0)
+    for bad in ({"lookup_timeout": 0}, {"store_timeout": "5"}, {"retry_after": -1}, {"max_entry_bytes": 0}):
+        (name,) = bad
+        with pytest.raises(TTSInvalidOptionError, match=name):
+            PhraseCache.memory(**bad)
+    assert PhraseCache.memory(retry_after=0).retry_after == 0.0  # (ask again at every turn)

@@ -286,3 +286,28 @@ async def test_the_cli_warms_a_shared_sqlite_cache(emu: Emulator, tmp_path: Path
         await cache.aclose()
     assert await asyncio.to_thread(main, ["cache", "stats", "--sqlite", str(db)]) == 0
     assert "3 entries" in capsys.readouterr().out
+
+
+async def test_the_cli_warms_with_the_workers_options_and_scope(
+    emu: Emulator, tmp_path: Path, capsys: Any
+) -> None:
+    """A worker whose provider sets a keyed option (``language``) and whose cache has a ``scope``: the CLI
+    must key the entries as it does, or the worker never hits what was warmed for it."""
+    db = tmp_path / "phrases.db"
+    args = ["cache", "warm", "--sqlite", str(db), "--sample-rate", str(RATE), "--scope", "acme-prod"]
+    args += ["--base-url", emu.base_url, "--api-key", emu.api_key, "--voice", TONE_VOICE_ID]
+    assert await asyncio.to_thread(main, [*args, "--option", "language=de", TEXT]) == 0
+    assert "1 stored" in capsys.readouterr().out
+    made = requests(emu)
+    assert await asyncio.to_thread(main, [*args, "--option", "model=no-such-model", "Other text."]) == 1
+    assert "invalid model='no-such-model'" in capsys.readouterr().err  # refused naming the field
+    assert requests(emu) == made  # before anything was rendered
+    cache = PhraseCache.sqlite(db, scope="acme-prod")
+    p = nns(emu, cache, language="de")
+    try:
+        made = requests(emu)
+        assert await speak(p)
+        assert requests(emu) == made  # the worker's settings and scope: what the CLI stored
+    finally:
+        await p.aclose()
+        await cache.aclose()

@@ -212,6 +212,21 @@ async def test_synthesize_of_a_cached_text_sends_nothing_and_is_billed_nothing(
     assert first["ttsbridge.cache"] == "miss" and second["ttsbridge.cache"] == "hit"
 
 
+async def test_a_synthesize_span_of_a_hit_says_nothing_was_sent(
+    emu: Emulator, spans: InMemorySpanExporter
+) -> None:
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, "nineninesix", cache)
+    try:
+        await asyncio.wait_for(cache.warm(t, [GREETING]), BOUND)
+        assert await run_synthesize(t, GREETING, conn_options=FAST)
+    finally:
+        await t.aclose()
+    (run,) = named(spans, "tts_request_run")
+    a = attrs(run)
+    assert a["ttsbridge.cache"] == "hit" and a["ttsbridge.characters_sent"] == 0  # as for a stream's hit
+
+
 async def test_a_stream_span_says_cache_hit(emu: Emulator, spans: InMemorySpanExporter) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
     t = _tts(emu, "nineninesix", cache)

@@ -126,7 +126,6 @@ class Link:
         self.c2s = "pass"  # pass | drop | close (drop, and close both on the client's next bytes)
         self.held = bytearray()  # server->client bytes held by a stall
         self.closed = False
-        self.frames_to_client = 0
         self._scanner = (
             FrameScanner(fault.after_frames) if fault and fault.kind in ("blackhole", "stall") else None
         )

@@ -160,3 +160,25 @@ async def test_a_replay_keeps_the_first_attempts_deadline() -> None:
             assert replay.not_after == replay_deadline(first, 1.2) < replay.last_sent + 1.2
         finally:
             await prov.aclose()
+
+
+async def test_a_routine_check_turns_no_new_turn_away_from_a_shared_connection() -> None:
+    """A request to a connection idle for a while carries a ping; a turn opened while that ping is out (a
+    second stream on the shared connection) still goes to it: the pool does not replace a connection for a
+    check that a live one answers within a round trip."""
+    async with LoopbackServer("nineninesix") as srv:
+        c = client(srv.base_url, ping_after_silence=0.2, pong_timeout=1.5)
+        try:
+            await c.prewarm(FMT)
+            conn = c.connection_for(FMT)
+            assert conn is not None
+            await wait_until(lambda: conn.now() - conn.last_read >= 0.25, 5)  # idle a while
+            a = await sent(c, "t1 first")
+            assert conn._ping_at is not None and not conn.suspect  # the request's ping is out
+            b = await sent(c, "t2 second")
+            assert b.link is conn and a.link is conn and c.connections_opened == 1
+            for ctx in (a, b):
+                assert len(await collect(ctx, timeout=5)) == 4 * 441 * 2
+            assert conn.latency is not None and conn.usable()
+        finally:
+            await c.aclose()

@@ -17,7 +17,6 @@ import base64
 import contextlib
 import copy
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from pipecat.transports.websocket.server import (
 from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
+from support import free_port
 from ttsbridge.audio.g711 import ulaw_decode
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator
 from ttsbridge.pipecat import KittaTTSService, NineninesixTTSService
@@ -139,12 +139,6 @@ class TwilioStreamSerializer(TwilioFrameSerializer):
         return await super().deserialize(data)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Bot:
     url: str
@@ -159,7 +153,7 @@ async def phone_bot(
 ) -> AsyncIterator[Bot]:
     """Runs the bot (``PipelineWorker`` under a ``WorkerRunner``) until the block ends; the caller's hang-up
     ends the worker."""
-    port = _free_port()
+    port = free_port()
     transport = SingleClientWebsocketServerTransport(
         params=SingleClientWebsocketServerParams(
             serializer=TwilioStreamSerializer(),

@@ -66,6 +66,15 @@ def service(emu: Emulator, provider: str, cache: PhraseCache | None = None, **kw
     return make_tts(emu, phrase_cache=cache, **kw)
 
 
+def http_service(emu: Emulator, cache: PhraseCache | None) -> NineninesixHttpTTSService:
+    return NineninesixHttpTTSService(
+        emu.api_key,
+        base_url=emu.base_url,
+        settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID),
+        phrase_cache=cache,
+    )
+
+
 def requests(emu: Emulator, provider: str) -> int:
     if provider == "kitta":
         return emu.stats.kitta_sessions
@@ -215,12 +224,7 @@ async def test_the_tts_span_says_cache_hit(emu: Emulator, spans: InMemorySpanExp
 
 async def test_the_http_service_serves_speak_frames_from_the_cache_and_llm_text_live(emu: Emulator) -> None:
     cache = PhraseCache.memory(max_bytes=8 << 20)
-    tts = NineninesixHttpTTSService(
-        emu.api_key,
-        base_url=emu.base_url,
-        settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID),
-        phrase_cache=cache,
-    )
+    tts = http_service(emu, cache)
     probe = Probe()
     frames = [TTSSpeakFrame(GREETING), WaitFor(probe.stopped), TTSSpeakFrame(GREETING), *llm_turn(S1)]
     down, up = await run(pipeline(Gate(), tts, probe), frames, rate=RATE, metrics=True)
@@ -231,6 +235,19 @@ async def test_the_http_service_serves_speak_frames_from_the_cache_and_llm_text_
     assert emu.stats.http_requests == 2  # the first greeting and the LLM sentence
     assert (cache.stats().misses, cache.stats().hits, len(cache)) == (1, 1, 1)
     assert usage_metrics(down) == [len(GREETING), len(S1)]  # the hit is billed nothing
+
+
+async def test_the_http_service_span_of_a_hit_says_nothing_was_sent(
+    emu: Emulator, spans: InMemorySpanExporter
+) -> None:
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    tts = http_service(emu, cache)
+    await asyncio.wait_for(cache.warm(tts, [GREETING], sample_rate=RATE), 10.0)
+    probe = Probe()
+    await run_traced([Gate(), tts, probe], [TTSSpeakFrame(GREETING), WaitFor(probe.stopped)])
+
+    (hit,) = (attrs(s) for s in named(spans, "tts"))
+    assert hit["ttsbridge.cache"] == "hit" and hit["ttsbridge.characters_sent"] == 0
 
 
 @pytest.mark.parametrize("cached", [False, True], ids=["live", "cached"])
@@ -256,3 +273,49 @@ async def test_an_interrupted_prompt_leaves_only_what_was_heard_in_the_llm_conte
     assert said == pushed[: len(said)]
     if cache is not None:
         assert cache.stats().hits == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_miss_cut_by_barge_in_or_a_server_error_is_not_stored(emu: Emulator, provider: str) -> None:
+    """A live ``TTSSpeakFrame`` interrupted mid-render, then one the server fails after audio: neither is
+    stored; a clean render is. (One cache, a service per pipeline.)"""
+    emu.config.realtime_factor = 2.0  # still streaming when the cut lands
+    cache = PhraseCache.memory(max_bytes=32 << 20)
+    gate, probe = Gate(), Probe(words=3)
+    frames = [TTSSpeakFrame(MENU), InterruptWhen(probe.words_seen)]
+    await run(pipeline(gate, service(emu, provider, cache), probe), frames, rate=RATE)
+    assert gate.fired.is_set()
+    await cache.flush()
+    assert len(cache) == 0 and cache.stats().misses == 1
+
+    emu.config.realtime_factor = 0.0
+    marker = "[[kitta:error_after_audio]]" if provider == "kitta" else "[[error:generation_failed:2]]"
+    probe = Probe()
+    _, up = await run(
+        pipeline(Gate(), service(emu, provider, cache), probe), [TTSSpeakFrame(f"{BYE} {marker}")]
+    )
+    assert errors_of(up) and audio_of(probe.frames, contexts_of(probe.frames)[0])  # failed after audio
+    await cache.flush()
+    assert len(cache) == 0 and cache.stats().misses == 2
+
+    probe = Probe()
+    await run(pipeline(Gate(), service(emu, provider, cache), probe), [TTSSpeakFrame(BYE)], rate=RATE)
+    await cache.flush()
+    assert len(cache) == 1 and audio_of(probe.frames, contexts_of(probe.frames)[0])
+
+
+async def test_the_http_service_reports_a_failed_miss_as_without_a_cache(emu: Emulator) -> None:
+    """A ``TTSSpeakFrame`` miss that the server cuts after audio was sent and is billed: Pipecat's usage
+    metric says so as it does without a cache (it is only left out for a hit); nothing is stored."""
+    text = f"{GREETING} [[drop:3]]"
+    reported: dict[str, list[int]] = {}
+    for name, cache in (("plain", None), ("cached", PhraseCache.memory(max_bytes=8 << 20))):
+        tts = http_service(emu, cache)
+        probe = Probe()
+        down, up = await run(pipeline(Gate(), tts, probe), [TTSSpeakFrame(text)], rate=RATE, metrics=True)
+        assert errors_of(up) and audio_of(probe.frames, contexts_of(probe.frames)[0]), name
+        reported[name] = usage_metrics(down)
+        if cache is not None:
+            await cache.flush()
+            assert len(cache) == 0
+    assert reported["cached"] == reported["plain"] == [len(text)]

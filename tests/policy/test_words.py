@@ -336,20 +336,7 @@ def test_skipping_quiet_chunks_releases_exactly_what_the_full_check_does(steps, 
     assert fast.end_segment() == ref.end_segment()
 
 
-# --- release="ahead", pieces and complete_text (heard text before the voice is calibrated) ---------------
-
-
-def test_ahead_releases_a_unit_at_its_start_and_holds_the_last_one_sent() -> None:
-    # LiveKit's synchronizer paces its transcript by the annotations it already has: a word announced only
-    # once its end is in the audio arrives when it is already being played (a server at real time).
-    clock = WordClock(SpeechRate(10.0), release="ahead")
-    clock.add_text("one two three ", boundary=True)
-    assert [w.text for w in clock.add_audio(0.05)] == ["one "]
-    [two] = clock.add_audio(0.4)  # "two " starts at 0.4 s (weight 4 at 10/s); its end: the audio so far
-    assert (two.text, two.start, two.end) == ("two ", pytest.approx(0.4), pytest.approx(0.45))
-    assert clock.add_audio(1.0) == []  # "three ", the last unit sent, waits for more text or the end
-    [three] = clock.end_segment()
-    assert three.text == "three " and three.end == pytest.approx(clock.audio_seconds)
+# --- pieces and complete_text (heard text before the voice is calibrated) ---------------------------------
 
 
 def test_complete_text_times_a_finished_piece_exactly_and_calibrates_the_rest() -> None:

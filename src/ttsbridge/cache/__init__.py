@@ -13,8 +13,10 @@ from __future__ import annotations
 from ttsbridge.cache.backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend
 from ttsbridge.cache.entry import PhraseEntry
 from ttsbridge.cache.keys import account_scope, normalise_text, phrase_key
-from ttsbridge.cache.phrase import CacheStats, PhraseCache, PhraseSynthesis, WarmReport
+from ttsbridge.cache.phrase import CacheStats, PhraseCache
+from ttsbridge.cache.synthesis import PhraseSynthesis
 from ttsbridge.cache.turn import CachedTurn, RecordingTurn
+from ttsbridge.cache.warm import WarmReport
 
 __all__ = [
     "CacheBackend",

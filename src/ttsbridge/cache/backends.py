@@ -21,6 +21,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,6 +35,14 @@ def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise TTSInvalidOptionError(name, value, "a whole number of bytes > 0")
     return value
+
+
+def seconds(name: str, value: Any, *, zero: bool = False) -> float:
+    """``value`` as seconds (> 0, or >= 0 with ``zero``), else a typed error naming ``name``."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # (not NaN)
+    if not ok or value < 0 or (value == 0 and not zero):
+        raise TTSInvalidOptionError(name, value, "a number of seconds >= 0" if zero else "a number of seconds > 0")
+    return float(value)
 
 
 class CacheBackend(abc.ABC):
@@ -130,6 +139,14 @@ _SCHEMA = (
 _TOUCH_EVERY_S = 10.0
 
 
+@dataclass
+class _Link:
+    """One connection to the SQLite file and the lock that lets one thread at a time use it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    conn: sqlite3.Connection | None = None
+
+
 class SQLiteBackend(CacheBackend):
     """One SQLite file shared by every process of the host: WAL (readers never wait for a writer), one row per
     entry, least recently used rows deleted when a store passes ``max_bytes`` (the bound holds for the file's
@@ -144,16 +161,18 @@ class SQLiteBackend(CacheBackend):
         parent = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(parent):
             raise TTSInvalidOptionError("path", self.path, "a file in an existing directory")
-        self.busy_timeout = float(busy_timeout)
-        self._lock = threading.Lock()  # one connection per backend, used by one thread at a time
-        self._conn: sqlite3.Connection | None = None
+        self.busy_timeout = seconds("busy_timeout", busy_timeout)
+        # Two connections, each used by one thread at a time: lookups never queue behind a store that waits
+        # for the file's write lock (another process writing: up to busy_timeout), as WAL readers need not.
+        self._reader = _Link()
+        self._writer = _Link()
         self._touched: dict[str, float] = {}  # hits not yet written: written by the worker thread
         self._touch_lock = threading.Lock()  # the loop adds to it while the worker thread takes it
         self._touch_due = 0.0
         self._background: set[asyncio.Task[Any]] = set()
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
+    def _connect(self, link: _Link) -> sqlite3.Connection:
+        if link.conn is None:
             conn = sqlite3.connect(
                 self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
@@ -165,14 +184,14 @@ class SQLiteBackend(CacheBackend):
             except BaseException:
                 conn.close()
                 raise
-            self._conn = conn
-        return self._conn
+            link.conn = conn
+        return link.conn
 
     # -- in the thread
 
     def _get(self, key: str) -> bytes | None:
-        with self._lock:
-            row = self._connect().execute("SELECT entry FROM phrases WHERE key = ?", (key,)).fetchone()
+        with self._reader.lock:
+            row = self._connect(self._reader).execute("SELECT entry FROM phrases WHERE key = ?", (key,)).fetchone()
         return bytes(row[0]) if row is not None else None
 
     def _flush_touches(self, conn: sqlite3.Connection) -> None:
@@ -184,8 +203,8 @@ class SQLiteBackend(CacheBackend):
             )
 
     def _touch(self) -> None:
-        with self._lock:
-            conn = self._connect()
+        with self._writer.lock:
+            conn = self._connect(self._writer)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._flush_touches(conn)
@@ -198,8 +217,8 @@ class SQLiteBackend(CacheBackend):
         weight = len(key) + len(blob)
         if weight > self.max_bytes:
             return
-        with self._lock:
-            conn = self._connect()
+        with self._writer.lock:
+            conn = self._connect(self._writer)
             conn.execute("BEGIN IMMEDIATE")  # one writer at a time across processes: the bound holds
             try:
                 self._flush_touches(conn)
@@ -224,7 +243,7 @@ class SQLiteBackend(CacheBackend):
                 raise
 
     def _scalar(self, sql: str) -> int:
-        """A read on a connection of its own: called from the event loop, it never waits for the worker
+        """A read on a connection of its own: called from the event loop, it never waits for a worker
         thread's lock (nor, in WAL mode, for a writer)."""
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         try:
@@ -236,12 +255,16 @@ class SQLiteBackend(CacheBackend):
         return int(value)
 
     def _clear(self) -> None:
-        with self._lock:
-            self._connect().execute("DELETE FROM phrases")
+        with self._writer.lock:
+            self._connect(self._writer).execute("DELETE FROM phrases")
 
     def _close(self) -> None:
-        with self._lock:
-            conn, self._conn = self._conn, None
+        with self._reader.lock:
+            conn, self._reader.conn = self._reader.conn, None
+            if conn is not None:
+                conn.close()
+        with self._writer.lock:
+            conn, self._writer.conn = self._writer.conn, None
             if conn is not None:
                 try:
                     if self._touched:
@@ -302,10 +325,17 @@ class RedisBackend(CacheBackend):
     def __init__(
         self, url: str, *, ttl: float | None, prefix: str = "ttsbridge:phrase:", timeout: float = 0.5
     ):
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise TTSInvalidOptionError("url", safe_url(str(url)), "a redis://, rediss:// or unix:// URL")
-        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0):
-            raise TTSInvalidOptionError("ttl", ttl, "seconds > 0, or None for no expiry")
+        allowed = "a redis://[[user]:password@]host[:port][/db], rediss:// or unix:// URL"
+        try:
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if parts is not None:
+                parts.port  # noqa: B018 - raises for a port that is not a number
+        except ValueError:  # a port that is not a number, a broken IPv6 host... (its text may echo a secret)
+            raise TTSInvalidOptionError("url", safe_url(url), allowed) from None
+        if parts is None or parts.scheme not in ("redis", "rediss", "unix"):
+            raise TTSInvalidOptionError("url", safe_url(str(url)), allowed)
+        if ttl is not None:
+            seconds("ttl", ttl)  # (None: no expiry)
         try:
             import redis.asyncio as aioredis
         except ImportError as exc:  # pragma: no cover - the extra is in dev
@@ -315,8 +345,8 @@ class RedisBackend(CacheBackend):
         self._url = url
         self.ttl = ttl
         self.prefix = prefix
-        self.timeout = float(timeout)
-        self.password = urlsplit(url).password
+        self.timeout = seconds("timeout", timeout)
+        self.password = parts.password
         self._client = aioredis.Redis.from_url(
             url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout, retry_on_timeout=False
         )

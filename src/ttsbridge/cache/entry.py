@@ -24,7 +24,9 @@ class PhraseEntry:
 
     text: str
     sample_rate: int
-    pcm: bytes
+    #: PCM16 LE mono; read from a backend it is a view of the stored bytes (a hit copies no audio but the
+    #: chunks it yields)
+    pcm: bytes | memoryview
     provider: str = ""
     wire_format: str = ""
     created: float = 0.0
@@ -51,25 +53,26 @@ class PhraseEntry:
             separators=(",", ":"),
             ensure_ascii=False,
         ).encode()
-        return _HEAD.pack(_MAGIC, _VERSION, len(header)) + header + self.pcm
+        return b"".join((_HEAD.pack(_MAGIC, _VERSION, len(header)), header, self.pcm))
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> PhraseEntry:
-        """Raises ``ValueError`` for bytes that are not an entry of this version (the lookup is a miss)."""
+        """Raises ``ValueError`` for bytes that are not an entry of this version (the lookup is a miss). The
+        entry's PCM is a view of ``blob`` (no copy of seconds of audio on a hit's path)."""
         if len(blob) < _HEAD.size:
             raise ValueError("phrase cache entry too short")
         magic, version, n = _HEAD.unpack_from(blob)
         if magic != _MAGIC or version != _VERSION or _HEAD.size + n > len(blob):
             raise ValueError("not a phrase cache entry of this version")
         head = json.loads(blob[_HEAD.size : _HEAD.size + n])
-        pcm = blob[_HEAD.size + n :]
+        pcm = memoryview(blob)[_HEAD.size + n :]
         rate = int(head["rate"])
         if rate <= 0 or len(pcm) % 2:
             raise ValueError("phrase cache entry with a bad rate or odd PCM length")
         return cls(
             text=str(head["text"]),
             sample_rate=rate,
-            pcm=bytes(pcm),
+            pcm=pcm,
             provider=str(head.get("provider", "")),
             wire_format=str(head.get("wire", "")),
             created=float(head.get("created", 0.0)),

@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ttsbridge._redact import redact
-from ttsbridge.cache.backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend
+from ttsbridge.cache.backends import (
+    CacheBackend,
+    MemoryBackend,
+    RedisBackend,
+    SQLiteBackend,
+    _positive_int,
+    seconds,
+)
 from ttsbridge.cache.entry import PhraseEntry
 from ttsbridge.cache.keys import normalise_text, phrase_key
+from ttsbridge.cache.synthesis import PhraseSynthesis
 from ttsbridge.cache.turn import CachedTurn, RecordingTurn
-from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
-from ttsbridge.policy.usage import TurnUsage
-from ttsbridge.turns import Synthesis, Turn, TurnProvider
+from ttsbridge.cache.warm import Progress, WarmReport, warm_phrases
+from ttsbridge.errors import TTSInvalidOptionError
+from ttsbridge.turns import Turn, TurnProvider
 
-__all__ = ["CacheStats", "PhraseCache", "PhraseSynthesis", "WarmReport"]
+__all__ = ["CacheStats", "PhraseCache"]
 
 logger = logging.getLogger("ttsbridge.cache")
 
@@ -40,19 +47,6 @@ class CacheStats:
     entries: int
     stores: int
     errors: int
-
-
-@dataclass
-class WarmReport:
-    """What :meth:`PhraseCache.warm` did: phrases rendered and stored, already cached, failed."""
-
-    stored: int = 0
-    cached: int = 0
-    failed: int = 0
-
-
-#: ``progress(done, total, text, status)`` of :meth:`PhraseCache.warm`; status ``stored|cached|failed``.
-Progress = Callable[[int, int, str, str], None]
 
 
 class PhraseCache:
@@ -93,13 +87,17 @@ class PhraseCache:
             raise TTSInvalidOptionError("scope", scope, "a non-empty string, or None")
         self.backend = backend
         self.scope = scope
-        self.lookup_timeout = float(lookup_timeout)
-        self.store_timeout = float(store_timeout)
-        self.retry_after = float(retry_after)
-        self.max_entry_bytes = int(max_entry_bytes)
+        self.lookup_timeout = seconds("lookup_timeout", lookup_timeout)
+        self.store_timeout = seconds("store_timeout", store_timeout)
+        self.retry_after = seconds("retry_after", retry_after, zero=True)
+        self.max_entry_bytes = _positive_int("max_entry_bytes", max_entry_bytes)
+        #: seconds after which an operation's last failure no longer holds an outage open (it was not tried
+        #: again): the next failure of another operation warns again
+        self.outage_forgotten_after = 60.0
         self._secrets = tuple(s for s in (getattr(backend, "password", None),) if s)
         self._hits = self._misses = self._stores = self._errors = 0
-        self._failing: set[str] = set()  # the operations failing now ("lookup", "store", "stats"): one outage
+        #: the operations failing now ("lookup", "store", "stats") -> when each last failed: one outage
+        self._failing: dict[str, float] = {}
         self._down_until: dict[str, float] = {}  # operation -> monotonic time before which it is not tried
         self._pending: set[asyncio.Task[Any]] = set()
 
@@ -183,12 +181,21 @@ class PhraseCache:
 
     # -- the backend, degraded on failure
 
+    def _forget_old_failures(self, now: float) -> None:
+        """An operation that last failed ``outage_forgotten_after`` ago and was not tried since (a ``stats()``
+        of a dashboard gone) no longer holds the outage open."""
+        horizon = now - self.outage_forgotten_after
+        for op in [op for op, when in self._failing.items() if when < horizon]:
+            del self._failing[op]
+
     def _failed(self, exc: BaseException, op: str) -> None:
         """``op`` failed: one warning per outage (the first failure while no operation is failing; a lookup
         that answers while the stores fail ends nothing), and ``op`` is left alone for ``retry_after``."""
         self._errors += 1
-        self._down_until[op] = time.monotonic() + self.retry_after
+        now = time.monotonic()
+        self._down_until[op] = now + self.retry_after
         what = redact(f"{type(exc).__name__}: {exc}", self._secrets)
+        self._forget_old_failures(now)
         if not self._failing:
             logger.warning(
                 "phrase cache %s failed (%s); rendering live, trying it again in %.0f s",
@@ -198,11 +205,11 @@ class PhraseCache:
             )
         else:
             logger.debug("phrase cache %s failed again (%s)", self.backend.describe(), what)
-        self._failing.add(op)
+        self._failing[op] = now
 
     def _ok(self, op: str) -> None:
-        if op in self._failing:
-            self._failing.discard(op)
+        if self._failing and self._failing.pop(op, None) is not None:
+            self._forget_old_failures(time.monotonic())
             if not self._failing:
                 logger.info("phrase cache %s answers again", self.backend.describe())
 
@@ -214,10 +221,13 @@ class PhraseCache:
     async def _call(self, op: Any, timeout: float) -> Any:
         if not self.backend.blocking:
             return await op
-        if sys.version_info >= (3, 11):  # no task of its own (wait_for on 3.10 costs one more loop turn)
-            async with asyncio.timeout(timeout):
-                return await op
-        return await asyncio.wait_for(op, timeout)  # pragma: no cover - Python 3.10
+        try:
+            if sys.version_info >= (3, 11):  # no task of its own (wait_for on 3.10 costs one more loop turn)
+                async with asyncio.timeout(timeout):
+                    return await op
+            return await asyncio.wait_for(op, timeout)  # pragma: no cover - Python 3.10
+        except (TimeoutError, asyncio.TimeoutError):  # one class from 3.11; it says nothing, the warning will
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
 
     async def lookup(self, key: str) -> PhraseEntry | None:
         """The entry under ``key``, or None (also when the backend fails: see the class docs). Counts no hit
@@ -273,6 +283,13 @@ class PhraseCache:
 
     # -- serving
 
+    def _count(self, *, hit: bool) -> None:
+        """A lookup of a turn or synthesis (``stats()``' hits and misses)."""
+        if hit:
+            self._hits += 1
+        else:
+            self._misses += 1
+
     def _entry(self, text: str, rate: int, pcm: bytes, provider: str, wire_format: str) -> PhraseEntry:
         return PhraseEntry(
             text=normalise_text(text),
@@ -301,9 +318,9 @@ class PhraseCache:
             return await provider.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
         entry = await self.lookup(key)
         if entry is not None and entry.sample_rate == sample_rate:
-            self._hits += 1
+            self._count(hit=True)
             return CachedTurn(entry, sample_rate=sample_rate, provider=provider.provider)
-        self._misses += 1
+        self._count(hit=False)
         inner = await provider.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
         turn: RecordingTurn
 
@@ -324,26 +341,6 @@ class PhraseCache:
         """``provider.synthesize(text)`` through the cache (what a provider with ``phrase_cache=`` does)."""
         return PhraseSynthesis(self, provider, text, sample_rate, overrides)
 
-    async def _render(
-        self, provider: TurnProvider, text: str, rate: int, segments: Sequence[str], overrides: dict[str, Any]
-    ) -> bytes:
-        """A live turn of ``text`` sent as ``segments`` (each one as it is), read whole; raises if it did not
-        complete."""
-        turn = await provider.open_turn(sample_rate=rate, **overrides)
-        try:
-            for part in segments:
-                await turn.send(part)
-            await turn.end()
-            pcm = b"".join([chunk async for chunk in turn])
-        finally:
-            if not turn.done:
-                await turn.cancel()
-        if turn.outcome != "done" or not pcm:
-            raise TTSBridgeError(
-                f"phrase cache: the turn for {text[:40]!r} ended {turn.outcome}, nothing stored"
-            )
-        return pcm
-
     async def warm(
         self,
         tts: Any,
@@ -358,132 +355,4 @@ class PhraseCache:
         each text is sent as that surface sends a known text (LiveKit ``stream()``: sentence by sentence), at its
         output rate (``sample_rate`` for a Pipecat service built without one). A failed phrase is logged and
         counted, not raised."""
-        provider, rate, split = _surface(tts, sample_rate)
-        phrases = [t for t in texts if t.strip()]
-        report = WarmReport()
-        for n, text in enumerate(phrases, 1):
-            segments = split(text)
-            key = self.key_for(provider, text, sample_rate=rate, segments=segments, **overrides)
-            if key is None:
-                raise TTSInvalidOptionError(
-                    "tts", type(tts).__name__, "a surface whose provider can be cached"
-                )
-            status = "cached"
-            if await self.lookup(key) is None:
-                try:
-                    pcm = await self._render(provider, text, rate, segments, overrides)
-                except TTSBridgeError as exc:
-                    logger.warning("phrase cache: warming %r failed: %s", text[:40], exc)
-                    status = "failed"
-                else:
-                    entry = self._entry(
-                        text,
-                        rate,
-                        pcm,
-                        provider.provider,
-                        provider.describe(sample_rate=rate).get("wire_format", ""),
-                    )
-                    status = "stored" if await self.store(key, entry) else "failed"
-            setattr(report, status, getattr(report, status) + 1)
-            if progress is not None:
-                progress(n, len(phrases), text, status)
-        return report
-
-
-def _surface(tts: Any, sample_rate: int | None) -> tuple[TurnProvider, int, Callable[[str], list[str]]]:
-    """(provider, output rate, how a known text is split into sends) of a provider, Pipecat service or LiveKit
-    TTS."""
-    whole: Callable[[str], list[str]] = lambda text: [text]  # noqa: E731
-    if isinstance(tts, TurnProvider):
-        provider, rate, split = tts, sample_rate, whole
-    elif isinstance(getattr(tts, "turn_provider", None), TurnProvider):  # LiveKit TurnTTS
-        tokenizer = tts._sentence_tokenizer
-        provider, rate = tts.turn_provider, sample_rate or tts.sample_rate
-        # as the stream sends a known text: each sentence of the plugin's tokenizer, with a space after it
-        split = lambda text: [s + " " for s in tokenizer.tokenize(text)] or [text]  # noqa: E731
-    elif isinstance(getattr(tts, "provider", None), TurnProvider):  # a Pipecat service
-        provider, rate, split = (
-            tts.provider,
-            sample_rate or tts.sample_rate or getattr(tts, "_init_sample_rate", None),
-            whole,
-        )
-    else:
-        raise TTSInvalidOptionError(
-            "tts",
-            type(tts).__name__,
-            "a TurnProvider, a ttsbridge Pipecat service or a LiveKit TTS of ttsbridge",
-        )
-    if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
-        raise TTSInvalidOptionError(
-            "sample_rate", rate, "the output rate in Hz (the rate the pipeline plays)"
-        )
-    return provider, rate, split
-
-
-class PhraseSynthesis(Synthesis):
-    """``provider.synthesize(text)`` through the cache: a :class:`~ttsbridge.turns.Synthesis` (its
-    ``take_received`` is the live synthesis' on a miss, so a caller that gives a miss up after audio loses
-    none of it). ``cache`` says ``"hit"`` or ``"miss"`` once the first chunk was asked for (None: the provider
-    cannot be cached); ``usage`` is the hit's (nothing billed), None for a miss."""
-
-    def __init__(
-        self,
-        cache: PhraseCache,
-        provider: TurnProvider,
-        text: str,
-        sample_rate: int,
-        overrides: dict[str, Any],
-    ) -> None:
-        self._cache, self._provider, self._text = cache, provider, text
-        self._rate, self._overrides = sample_rate, overrides
-        self.cache: str | None = None
-        self._turn: CachedTurn | None = None
-        super().__init__(lambda synthesis: self._run())
-
-    @property
-    def usage(self) -> TurnUsage | None:
-        return self._turn.usage if self._turn is not None else None
-
-    @contextlib.asynccontextmanager
-    async def _live(self) -> AsyncIterator[AsyncIterator[bytes]]:
-        """The live synthesis, closed with this one (its response released at once, not when collected)."""
-        live = self._provider.synthesize_live(self._text, sample_rate=self._rate, **self._overrides)
-        self.hold(getattr(live, "take_received", None))  # given up mid-way: what the live synthesis holds
-        try:
-            yield live
-        finally:
-            close = getattr(live, "aclose", None)
-            if close is not None:
-                await close()
-
-    async def _run(self) -> AsyncIterator[bytes]:
-        cache, provider, text, rate = self._cache, self._provider, self._text, self._rate
-        key = cache.key_for(provider, text, sample_rate=rate, **self._overrides) if text.strip() else None
-        if key is None:
-            async with self._live() as live:
-                async for pcm in live:
-                    yield pcm
-            return
-        entry = await cache.lookup(key)
-        if entry is not None and entry.sample_rate == rate:
-            cache._hits += 1
-            self.cache = "hit"
-            self._turn = turn = CachedTurn(entry, sample_rate=rate, provider=provider.provider)
-            await turn.end()
-            async for pcm in turn:
-                yield pcm
-            return
-        cache._misses += 1
-        self.cache = "miss"
-        chunks: list[bytes] = []
-        size = 0
-        async with self._live() as live:
-            async for pcm in live:
-                if size <= cache.max_entry_bytes:
-                    chunks.append(pcm)
-                    size += len(pcm)
-                yield pcm
-        self.hold(None)
-        if chunks and size <= cache.max_entry_bytes:  # completed: the live synthesis raised nothing
-            wire = provider.describe(sample_rate=rate, **self._overrides).get("wire_format", "")
-            cache._store_later(key, cache._entry(text, rate, b"".join(chunks), provider.provider, wire))
+        return await warm_phrases(self, tts, texts, sample_rate=sample_rate, progress=progress, **overrides)

@@ -82,7 +82,7 @@ class CachedTurn(Turn):
                 await asyncio.sleep(0)  # hand the loop back between chunks (barge-in, other turns)
                 if self._cancelled:
                     return
-            chunk = pcm[self._pos : self._pos + step]
+            chunk = bytes(pcm[self._pos : self._pos + step])
             self._pos += len(chunk)
             yield chunk
         if not self._cancelled:
@@ -94,7 +94,7 @@ class CachedTurn(Turn):
         if not self._pos or self._cancelled or max_bytes < 2:
             return b""
         n = min(max_bytes - max_bytes % 2, len(self._entry.pcm) - self._pos)
-        out = self._entry.pcm[self._pos : self._pos + n]
+        out = bytes(self._entry.pcm[self._pos : self._pos + n])
         self._pos += n
         return out
 

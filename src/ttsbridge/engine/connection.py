@@ -23,8 +23,8 @@ sends a WebSocket ping (from the loop: no task) when the connection has been sil
 while the protocol says the server owes something (``awaiting_since()``), or ``ping_interval`` while idle; a
 write to a connection silent that long carries one, and a turn's timeout sends one at once (:meth:`condemn`).
 Anything read within ``pong_timeout`` proves the connection alive; nothing, and it is dead
-(``protocol.connection_silent``, the transport aborted). While a ping is out the connection is
-:attr:`suspect`: the pool hands it to no new turn.
+(``protocol.connection_silent``, the transport aborted). A condemned connection, or one whose ping is
+unanswered for a third of ``pong_timeout``, is :attr:`suspect`: the pool hands it to no new turn.
 
 Callers drive the protocol with its commands and then ``await connection.flush()``.
 """
@@ -127,6 +127,7 @@ class Connection:
         self.latency: float | None = None
         self.retired = False  # the pool replaced it: no new turn; closed once its turns are over
         self._ping_at: float | None = None  # a liveness ping is out since then, nothing read since
+        self._condemned = False  # that ping was sent because a turn timed out
         self._ping_data = b""
         self._ping_sent = 0.0
         self._retiring: asyncio.Task[None] | None = None
@@ -167,10 +168,21 @@ class Connection:
         return self._loop.time() - self.last_used
 
     @property
-    def suspect(self) -> bool:
-        """A liveness ping is out and nothing was read since: no new turn should be routed here until the
-        connection is proven alive (anything arrives) or found dead (nothing within ``pong_timeout``)."""
+    def checking(self) -> bool:
+        """A liveness ping is out and nothing was read since (answered or not, it is not known yet)."""
         return self._ping_at is not None
+
+    @property
+    def suspect(self) -> bool:
+        """No new turn should be routed here until the connection is proven alive (anything arrives) or found
+        dead (nothing within ``pong_timeout``): a turn timed out on it (:meth:`condemn`), or a ping has been
+        out unanswered for a third of ``pong_timeout``. (A live connection answers within a round trip, so a
+        routine check, a request's or a keepalive's, turns no new turn away: pooled connections shared by
+        several streams are not replaced for it.)"""
+        at = self._ping_at
+        if at is None:
+            return False
+        return self._condemned or self._loop.time() - at >= self.pong_timeout / 3
 
     # --- sinks --------------------------------------------------------------------------------------------
 
@@ -312,6 +324,7 @@ class Connection:
         self._budget = SLICE
         self.last_read = self._loop.time()
         self._ping_at = None
+        self._condemned = False
 
     def pong(self, data: bytes) -> None:
         """A pong arrived (the socket's control frames): the round trip of our last ping, if it answers it."""
@@ -524,7 +537,10 @@ class Connection:
     def condemn(self) -> None:
         """A turn timed out on this connection: no new turn goes here (:attr:`suspect`) until a ping proves it
         alive; no answer within ``pong_timeout`` and it is dead (every turn on it ends at once)."""
-        if self._ping_at is None and not self.protocol.closed and self.ws is not None:
+        if self.protocol.closed or self.ws is None:
+            return
+        self._condemned = True
+        if self._ping_at is None:
             self._ping(self._loop.time())
             self._arm()
 
@@ -549,6 +565,7 @@ class Connection:
         )
         logger.warning("%s: %s", self.name, detail)
         self._ping_at = None
+        self._condemned = False
         self.protocol.connection_silent(detail, now)
         self._dispatch(self.protocol.events_received())
         sock = self._sock

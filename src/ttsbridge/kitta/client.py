@@ -56,7 +56,7 @@ class KittaClient:
         proxy: passed to ``websockets.connect`` (True = from the environment, None = direct).
         ping_interval: a connection with nothing owed (the warm standby) silent this long gets a keepalive
             ping (2 s: a turn that takes a dead standby loses its turn, so a standby is checked often within
-            its ``standby_max_age``, and one with a ping unanswered is not taken); None disables.
+            its ``standby_max_age``, and one with a ping unanswered is not taken but replaced); None disables.
         ping_after_silence: a session the server owes something (``ready``, audio, ``finish``) that has been
             silent this long gets a WebSocket ping, and so does a turn's ``start`` on a standby silent this
             long; None disables the check (then only ``event_timeout`` notices a dead connection).

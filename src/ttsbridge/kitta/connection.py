@@ -117,8 +117,10 @@ class KittaConnection:
 
     @property
     def suspect(self) -> bool:
-        """A liveness ping is out and unanswered (the engine's :attr:`Connection.suspect`): not to be taken."""
-        return self.connection is not None and self.connection.suspect
+        """A liveness ping is out and unanswered (the engine's :attr:`Connection.checking`): not to be taken.
+        Stricter than a shared connection's :attr:`Connection.suspect`: a turn that takes a dead standby loses
+        its turn (its ``start`` is uncertain), one that skips a live one only pays a handshake."""
+        return self.connection is not None and self.connection.checking
 
     def expired(self) -> bool:
         """For the engine's pool: warm (authenticated) and older than :attr:`max_age`. A connection still

@@ -159,12 +159,14 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         return {"model": options.model, "voice": options.voice_id, "wire_format": options.format}
 
     def cache_identity(self, *, sample_rate: int, **overrides: Any) -> dict[str, Any]:
-        options = self._turn_options(overrides)  # every start.request field: each one changes the audio
+        options = self._turn_options(overrides)
         return {
             "provider": self.provider,
             "endpoint": self._client.url,
             "account": account_scope(self._client._api_key),
-            "options": options.model_dump(),
+            # every start.request field: each one changes the audio (not options.sample_rate: a turn's audio
+            # comes out at the rate it is opened with, keyed below)
+            "options": options.start_request().model_dump(),
             "sample_rate": _check_rate(sample_rate),
         }
 

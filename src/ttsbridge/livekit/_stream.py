@@ -77,7 +77,7 @@ class _Attempt:
             stream=True,
         )
         self.timeout = stream._conn_options.timeout
-        self.timer = WordClock(owner._speech_rate, release="ahead") if owner._word_timestamps else None
+        self.timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
         sentences: tokenize.SentenceStream = owner._sentence_tokenizer.stream()
         if owner._stream_pacer is not None:
             # LiveKit's pacer: the first sentence at once, the rest batched while enough audio is left to play.

@@ -71,7 +71,7 @@ class NineninesixConnection(Connection):
         return self.sinks  # type: ignore[return-value]
 
     def usable(self) -> bool:
-        """Open, not retired, and not suspect (a liveness ping out after a silence or a timeout)."""
+        """Open, not retired, and not suspect (condemned by a timeout, or a liveness ping unanswered a while)."""
         return self.writable() and not self.suspect and not self.retired
 
     def expired(self) -> bool:

@@ -80,7 +80,10 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         if clock is None:
             clock = self._clocks[context_id] = WordClock(self._speech_rate)
         clock.add_text(text, boundary=True)
-        known = self._phrase_known()  # a TTSSpeakFrame's whole text: through the phrase cache
+        # A TTSSpeakFrame's whole text goes through the phrase cache: Pipecat's usage metric (len(text), sent
+        # first as without a cache) waits for the lookup and is left out for a hit only.
+        known = self._phrase_known()
+        billed = not known  # settled: the metric is reported (or, for a hit, left out)
         if not known:
             await self.start_tts_usage_metrics(text)
         rate = self.sample_rate
@@ -93,6 +96,8 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         audio = synthesize(text, sample_rate=rate)
         try:
             async for pcm in audio:
+                if not billed:
+                    billed = await self._bill_known(text, audio)
                 if not pcm:
                     continue
                 record.on_audio()
@@ -100,16 +105,26 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
                 # The frame is in the audio context now; its words follow it.
                 await self._push_words(clock, clock.add_audio(len(pcm) / (2 * rate)), context_id)
             await self._push_words(clock, clock.end_segment(), context_id)
+            if not billed:
+                await self._bill_known(text, audio)
             record.completed()
             record.cache = getattr(audio, "cache", None)
-            if known and record.cache != "hit":  # a hit is billed nothing: Pipecat's usage metric stays out
-                await self.start_tts_usage_metrics(text)
             self._trace(context_id, record)
         except Exception as exc:
+            if not billed:  # a miss that failed was sent (and billed by the server's rules), as without a cache
+                await self._bill_known(text, audio)
             self._clocks.pop(context_id, None)
+            record.cache = getattr(audio, "cache", None)
             record.failed(exc)
             self._trace(context_id, record)
             await self._fail_context(context_id, exc)
+
+    async def _bill_known(self, text: str, audio: object) -> bool:
+        """Pipecat's usage metric for a known text once its lookup is over (the synthesis yielded, ended or
+        failed): ``len(text)`` as without a cache, unless it was a hit (billed nothing). True: settled."""
+        if getattr(audio, "cache", None) != "hit":
+            await self.start_tts_usage_metrics(text)
+        return True
 
     async def on_turn_context_completed(self) -> None:
         context_id = self._turn_context_id

@@ -69,7 +69,7 @@ MAX_CHARS_PER_SECOND = 60.0
 #: Tolerance when comparing a time with the audio received (float sums of chunk durations).
 _EPS = 1e-9
 
-Release = Literal["start", "end", "ahead"]
+Release = Literal["start", "end"]
 
 
 def clamp_rate(rate: float) -> float:
@@ -196,8 +196,8 @@ class WordClock:
     def __init__(
         self, rate: SpeechRate | None = None, *, release: Release = "start", pieces: bool = False
     ) -> None:
-        if release not in ("start", "end", "ahead"):
-            raise ValueError(f"release must be 'start' or 'end' (or 'ahead'), got {release!r}")
+        if release not in ("start", "end"):
+            raise ValueError(f"release must be 'start' or 'end', got {release!r}")
         self._rate = rate if rate is not None else SpeechRate()
         self._release = release
         self._cps = self._rate.chars_per_second
@@ -331,11 +331,6 @@ class WordClock:
             if self._release == "start":
                 if start > seg.audio_s + _EPS:
                     break
-            elif self._release == "ahead":
-                if start > seg.audio_s + _EPS or (seg.next == len(seg.units) - 1 and seg.pending is None):
-                    break  # its start not within the audio yet, or the last unit sent so far
-                out.append(self._emit(unit, start, min(end, seg.audio_s)))  # (never past the audio)
-                continue
             elif end > seg.audio_s + _EPS or (seg.next == len(seg.units) - 1 and seg.pending is None):
                 break  # not within the audio yet, or the last unit sent so far
             out.append(self._emit(unit, start, min(end, seg.audio_s)))
@@ -359,8 +354,6 @@ class WordClock:
             due = unit.offset / cps
         elif seg.next == len(seg.units) - 1 and seg.pending is None:
             due = math.inf  # held until more text arrives (add_text resets the bound)
-        elif self._release == "ahead":
-            due = unit.offset / cps
         else:
             due = (unit.offset + unit.weight) / cps
         return min(cap, due)
@@ -480,7 +473,7 @@ class WordClock:
     def _emit(self, unit: _Unit, start: float, end: float) -> TimedWord:
         self._seg.next += 1
         start = max(self._offset_s + start, self._last_start)
-        if self._release != "start":
+        if self._release == "end":
             start = max(start, self._last_end)
         end = max(self._offset_s + end, start)
         self._last_start, self._last_end = start, end

@@ -27,8 +27,7 @@ class KittaFault:
 
 def parse_kitta_fault(spec: str) -> KittaFault:
     """Parse ``error=CODE[:retryable][:after_audio][:times=N]``, ``close=CODE[...]``, ``error_after_audio``,
-    ``stall[:after_audio]`` (after the segment's first audio frame: a server that stops mid-segment),
-    ``delay=SECONDS``. Raises ValueError on anything else."""
+    ``stall``, ``delay=SECONDS``. Raises ValueError on anything else."""
     parts = [p.strip() for p in spec.strip().split(":") if p.strip()]
     if not parts:
         raise ValueError("empty fault spec")

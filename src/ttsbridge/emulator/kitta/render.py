@@ -142,7 +142,7 @@ class Renderer:
     async def _render(self, seg: Segment) -> bool:
         cfg = self.ep.config
         before = [f for f in seg.faults if not f.after_audio and f.action != "delay"]
-        after = [f for f in seg.faults if f.after_audio and f.action in ("error", "close", "stall")]
+        after = [f for f in seg.faults if f.after_audio and f.action in ("error", "close")]
         delay = sum(f.delay_s for f in seg.faults if f.action == "delay")
         try:
             if before:
