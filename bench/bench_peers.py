@@ -164,6 +164,7 @@ async def _child(
                     "contexts_cancelled": s.contexts_cancelled,
                     "chunks_sent": s.chunks_sent,
                     "errors_sent": [code for _, code in s.errors_sent],
+                    "cpu_s": time.process_time(),  # the server's own CPU (bench_capacity: is it the limit?)
                 }
                 print(json.dumps(counters), flush=True)
         finally:

@@ -29,8 +29,20 @@ from overhead_systems import TURN_BOUND, LiveKitStreams, PipecatStreams, Scenari
 from ttsbridge.emulator import TONE_VOICE_ID, tone_duration
 
 CHUNK_S = 0.04
+#: 0: one chunk per loop iteration (as a burst's reads bring them); > 0: chunks paced at this multiple of real
+#: time, the first at once (bench_capacity.py: the framework alone at the server's pace and frame size).
+PACE = 0.0
 #: the API's wire rates (docs/nineninesix.md)
 WIRE_RATES = (8000, 16000, 22050)
+
+
+async def next_chunk(i: int, t0: float) -> None:
+    """Wait for chunk ``i`` (``i >= 1``) of a turn whose first chunk went out at loop time ``t0``."""
+    if PACE <= 0:
+        await asyncio.sleep(0)  # one chunk per loop iteration, as reads bring them
+        return
+    delay = t0 + i * CHUNK_S / PACE - asyncio.get_running_loop().time()
+    await asyncio.sleep(max(0.0, delay))
 
 
 def chunks_for(text: str, rate: int) -> tuple[bytes, int]:
@@ -57,9 +69,10 @@ class PipecatFloor(PipecatStreams):
 
             async def run_tts(self, text: str, context_id: str):  # type: ignore[no-untyped-def]
                 chunk, n = chunks_for(text, self.sample_rate)
+                t0 = asyncio.get_running_loop().time()
                 for i in range(n):
                     if i:
-                        await asyncio.sleep(0)  # one chunk per loop iteration, as reads bring them
+                        await next_chunk(i, t0)
                     yield TTSAudioRawFrame(chunk, self.sample_rate, 1, context_id=context_id)
 
         return FloorTTSService()
@@ -100,9 +113,10 @@ class LiveKitFloor(LiveKitStreams):
                     async for ev in sentences:
                         self._mark_started()
                         chunk, n = chunks_for(ev.token, rate)
+                        t0 = asyncio.get_running_loop().time()
                         for i in range(n):
                             if i:
-                                await asyncio.sleep(0)
+                                await next_chunk(i, t0)
                             output_emitter.push(chunk)
                     output_emitter.end_segment()
                 finally:
@@ -181,4 +195,4 @@ class RawStreams(Streams):
 
 FLOORS: dict[str, type[Any]] = {"pipecat": PipecatFloor, "livekit": LiveKitFloor}
 
-__all__ = ["FLOORS", "LiveKitFloor", "PipecatFloor", "RawStreams", "chunks_for"]
+__all__ = ["FLOORS", "LiveKitFloor", "PipecatFloor", "RawStreams", "chunks_for", "next_chunk"]

@@ -28,10 +28,14 @@ def now() -> float:
     return time.perf_counter()
 
 
+#: The turn's text, formatted with its tag (bench_capacity.py sets a longer one for ~3.2 s turns).
+TEXT = "Okay {tag:07d}, I can help you with that."
+
+
 def text_of(tag: int) -> str:
     """The turn's text: a 7-digit tag (unique per turn, found again in the server's record), same length
-    for every turn (about 2.3 s of tone audio)."""
-    return f"Okay {tag:07d}, I can help you with that."
+    for every turn (about 2.3 s of tone audio with the default :data:`TEXT`)."""
+    return TEXT.format(tag=tag)
 
 
 @dataclass
@@ -40,6 +44,21 @@ class Turn:
     t_text: float
     t_first: float | None = None
     audio_s: float = 0.0
+    #: audio frames the application got
+    frames: int = 0
+    #: a real-time player that starts at the first frame: the longest it waited for a frame (s; 0 = no gap)
+    late_s: float = 0.0
+
+    def on_frame(self, t: float, seconds: float) -> None:
+        """One audio frame of ``seconds`` reached the application at ``t``."""
+        if self.t_first is None:
+            self.t_first = t
+        else:
+            late = t - self.t_first - self.audio_s  # when the player would have run out of audio
+            if late > self.late_s:
+                self.late_s = late
+        self.audio_s += seconds
+        self.frames += 1
 
 
 @dataclass
@@ -128,7 +147,8 @@ class PipecatStreams(Streams):
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(probe.done.wait(), TURN_BOUND)
         audio_s = probe.bytes / self.bytes_per_sample / self.sc.rate
-        return Turn(tag, stamp.t or now(), probe.first, audio_s)
+        play = probe.play
+        return Turn(tag, stamp.t or now(), probe.first, audio_s, play.frames, play.late_s)
 
     async def stop(self) -> None:
         from pipecat.frames.frames import EndFrame
@@ -179,6 +199,7 @@ def _pipecat_processors() -> dict[str, Any]:
         def reset(self) -> None:
             self.first: float | None = None
             self.bytes = 0
+            self.play = Turn(0, 0.0)  # frames and gaps (its audio_s counts PCM16 samples)
             self.done = asyncio.Event()
 
         async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -187,6 +208,7 @@ def _pipecat_processors() -> dict[str, Any]:
                 if self.first is None:
                     self.first = now()
                 self.bytes += len(frame.audio)
+                self.play.on_frame(now(), len(frame.audio) / 2 / frame.sample_rate)
             elif isinstance(frame, TTSStoppedFrame):
                 self.done.set()
             await self.push_frame(frame, direction)
@@ -249,10 +271,8 @@ class LiveKitStreams(Streams):
 
                 async def read() -> None:
                     async for ev in stream:
-                        if t.t_first is None:
-                            t.t_first = now()
                         f = ev.frame
-                        t.audio_s += len(f.data.tobytes()) / self.bytes_per_sample / f.sample_rate
+                        t.on_frame(now(), f.data.nbytes / self.bytes_per_sample / f.sample_rate)
 
                 await asyncio.wait_for(read(), TURN_BOUND)
         return t

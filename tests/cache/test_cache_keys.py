@@ -3,6 +3,8 @@ and the text is normalised as the server trims it. Also the entry's bytes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Any
 
@@ -98,6 +100,15 @@ def test_the_text_is_normalised_as_the_server_trims_it() -> None:
     assert key(nns(), "Hello!   How can\n I help?") != base  # inner whitespace is the text's own
     assert key(nns(), "hello! how can i help?") != base  # case is speech
     assert normalise_text(" a \t b\n") == "a \t b"
+
+
+def test_entries_keyed_by_the_first_recipe_are_never_found() -> None:
+    """Version 1 collapsed inner whitespace: its entry for "Hello  there." sits under the key it gave
+    "Hello there.". The recipe changed, so its version did: no old entry is found (and played) any more."""
+    identity = nns().cache_identity(sample_rate=24000)
+    doc = {"v": 1, "identity": identity, "segments": ["Hello there."]}
+    v1 = hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert key(nns(), "Hello there.") != v1
 
 
 def test_a_scope_replaces_the_key_digest_so_a_rotated_key_keeps_its_entries() -> None:

@@ -346,3 +346,29 @@ async def test_a_synthesize_miss_cut_after_audio_fails_as_without_a_cache_and_st
             assert len(cache) == 0 and cache.stats().misses == 1
     assert delivered["cached"] == pytest.approx(delivered["plain"], abs=0.012)
     assert delivered["plain"] >= 10 * emu.config.chunk_ms / 1000 - 0.002
+
+
+async def test_a_synthesize_hit_left_early_bills_nothing(emu: Emulator) -> None:
+    """A ``synthesize()`` of a cached phrase closed after its first frame (the caller moved on): LiveKit's
+    TTSMetrics must not bill it ``len(text)`` as it does a live one; the usage says cancelled, cached."""
+    cache = PhraseCache.memory(max_bytes=8 << 20)
+    t = _tts(emu, "nineninesix", cache)
+    events = Events(t)
+    usages: list[Any] = []
+    t.on(TURN_USAGE_EVENT, usages.append)
+    try:
+        assert await run_synthesize(t, LONG, conn_options=FAST)  # the miss, stored
+        await cache.flush()
+        events.metrics.clear()
+        usages.clear()
+        made = requests(emu, "nineninesix")
+        async with t.synthesize(LONG, conn_options=FAST) as stream:
+            async for _ev in stream:
+                break
+        assert requests(emu, "nineninesix") == made and cache.stats().hits == 1
+    finally:
+        await t.aclose()
+    assert [(m.characters_count, m.cancelled) for m in events.metrics] == [(0, True)]
+    (usage,) = usages
+    assert usage.characters_billed == 0 and usage.characters_cached == len(LONG)
+    assert usage.ended is not None and usage.ended.value == "cancelled"

@@ -40,6 +40,12 @@ class PhraseSynthesis(Synthesis):
     def usage(self) -> TurnUsage | None:
         return self._turn.usage if self._turn is not None else None
 
+    async def aclose(self) -> None:
+        """Given up (or over): a hit left before its end is a cancelled turn (its usage says so)."""
+        if self._turn is not None and not self._turn.done:
+            await self._turn.cancel()
+        await super().aclose()
+
     @contextlib.asynccontextmanager
     async def _live(self) -> AsyncIterator[AsyncIterator[bytes]]:
         """The live synthesis, closed with this one (its response released at once, not when collected)."""

@@ -46,9 +46,6 @@ class TurnChunkedStream(tts.ChunkedStream):
             await self._emit(agen, output_emitter, record, pushed)
             record.completed()
             record.cache = getattr(agen, "cache", None)  # the phrase cache's "hit" / "miss"
-            usage = getattr(agen, "usage", None)  # a hit's: billed 0 (TTSMetrics' characters_count too)
-            if usage is not None:
-                owner._report_usage(request_id, usage)
         except asyncio.CancelledError:
             record.cancelled()
             raise
@@ -71,6 +68,9 @@ class TurnChunkedStream(tts.ChunkedStream):
             record.apply(span, LIVEKIT_NAMES)
             with contextlib.suppress(Exception):
                 await agen.aclose()
+            usage = getattr(agen, "usage", None)  # a phrase cache hit's, done or cut: billed 0
+            if usage is not None:  # (before LiveKit's TTSMetrics, whose characters_count it sets)
+                owner._report_usage(request_id, usage)
 
     async def _emit(
         self,

@@ -17,12 +17,17 @@ from pipecat.services.tts_service import WebsocketTTSService
 
 from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
-from ttsbridge.policy.chunks import joiner
+from ttsbridge.policy.chunks import Playout, joiner
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
 
 __all__: list[str] = []
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 @dataclass(eq=False)
@@ -38,6 +43,8 @@ class _TurnState:
     cancelled: bool = False
     failed: bool = False
     last_activity: float = 0.0
+    #: the reader's hold while the turn is safely ahead (see :meth:`_hold`); a barge-in ends it at once
+    hold: asyncio.Future[None] | None = None
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
@@ -60,6 +67,10 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: (never waits for audio: a chunk that is alone goes out alone). Used when the turn offers
     #: ``take_ready(max_bytes) -> bytes`` (see :meth:`_read_turn`).
     coalesce_audio_s: ClassVar[float] = 0.1
+    #: Once a turn's audio is safely ahead of real-time playback (a server faster than real time), read it
+    #: less often: wait a little and push what arrived meanwhile as frames of at most
+    #: :attr:`coalesce_audio_s` (:class:`~ttsbridge.policy.chunks.Playout`; the first frame is never held).
+    hold_when_ahead: ClassVar[bool] = True
 
     # -- audio --------------------------------------------------------------------------------------------
 
@@ -76,21 +87,44 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         bytes_per_s = 2.0 * rate
         join = joiner(state.turn, rate=rate, coalesce_s=self.coalesce_audio_s)  # chunks queued behind
         append = self.append_to_audio_context
+        take_ready = getattr(state.turn, "take_ready", None)
+        # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
+        playout = Playout() if take_ready is not None and self.hold_when_ahead else None
+        loop_time = asyncio.get_running_loop().time
+        limit = max(2, int(self.coalesce_audio_s * rate) * 2)
+
+        async def out(pcm: bytes) -> None:
+            state.touch()
+            if state.record is not None:
+                state.record.on_audio()
+            await append(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
+            words = clock.add_audio(len(pcm) / bytes_per_s)
+            words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
+            if words:
+                await self._push_words(clock, words, context_id)
+
         try:
             async for pcm in state.turn:
                 if state.cancelled:
                     return
                 if not pcm:
                     continue
+                small = 2 * len(pcm) <= limit  # a hold can only gather chunks that fit a frame
                 pcm = join(pcm)
-                state.touch()
-                if state.record is not None:
-                    state.record.on_audio()
-                await append(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
-                words = clock.add_audio(len(pcm) / bytes_per_s)
-                words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
-                if words:
-                    await self._push_words(clock, words, context_id)
+                await out(pcm)
+                if playout is None:
+                    continue
+                playout.push(len(pcm) / bytes_per_s, loop_time())
+                while small and (wait := playout.hold(loop_time())):
+                    await self._hold(state, wait)  # the chunks arriving meanwhile queue in the turn
+                    got = False
+                    while not state.cancelled and (pcm := take_ready(limit)):  # type: ignore[misc]
+                        got = True
+                        await out(pcm)
+                        playout.push(len(pcm) / bytes_per_s, loop_time())
+                    if not got:  # nothing came: the turn is over (the iterator says so) or the server stalled:
+                        playout = None  # no more holds in this turn (never pace audio already received)
+                        break
             if state.cancelled:
                 return
             # done: the rest of the words, timed by the real duration; then the stop frame.
@@ -106,6 +140,18 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             if self._turns.get(context_id) is state:
                 del self._turns[context_id]
             await self._report_usage(context_id)
+
+    @staticmethod
+    async def _hold(state: _TurnState, seconds: float) -> None:
+        """Wait ``seconds`` (one future and one timer, no task), or until a barge-in ends the wait."""
+        loop = asyncio.get_running_loop()
+        fut = state.hold = loop.create_future()
+        timer = loop.call_later(seconds, _settle, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            state.hold = None
 
     def _ensure_refresher(self) -> None:
         """Start the service's audio-context refresher unless it runs (it stops once no turn is open)."""
@@ -161,6 +207,8 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     def _abandon(self, state: _TurnState) -> None:
         """No more audio of this turn reaches the pipeline; cancel it on the server without waiting."""
         state.cancelled = True
+        if state.hold is not None:
+            _settle(state.hold)  # a reader holding while ahead returns now
         if state.record is not None:
             state.record.cancelled()
             self._trace(state.context_id, state.record)
@@ -201,5 +249,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                 self._trace(context_id, state.record)
             if state.reader is not None and state.reader is not asyncio.current_task():
                 state.cancelled = True
+                if state.hold is not None:
+                    _settle(state.hold)
                 self._spawn(self._cancel_and_reap(state))
         await self._fail_context(context_id, exc)

@@ -1,15 +1,30 @@
-"""Audio chunks already queued behind the one just read, joined to it (one buffer, one frame downstream).
+"""Audio chunks already queued behind the one just read, joined to it (one buffer, one frame downstream); and
+how far a turn's audio runs ahead of real-time playback, so a reader that is safely ahead can read less often.
 
 A turn may offer ``take_ready(max_bytes) -> bytes``: the PCM already received, without waiting. Joining it to
 the chunk just read saves a frame (and its per-frame cost in the framework) per queued chunk when the reader
 fell behind; it never delays audio. Pure: no clock, no I/O.
+
+:class:`Playout` is the second half: a server that renders faster than real time (as real ones do) keeps the
+audio handed to the framework ahead of playback. Once that lead is comfortable, the reader may wait a little
+before reading again: the chunks that arrive meanwhile queue in the turn (no wake-up per chunk) and go out
+together, as fewer, larger frames. The first frame is never held, and a hold never lets the lead fall below
+:data:`AHEAD_MARGIN_S`, so a real-time player never runs dry because of it (a gap the server causes is still
+the server's: the reader is back at the next chunk as soon as the lead is short).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["joiner"]
+__all__ = ["AHEAD_HOLD_S", "AHEAD_MARGIN_S", "AHEAD_MIN_HOLD_S", "Playout", "joiner"]
+
+#: Audio (s) that must still be ahead of real-time playback after a hold (and the loop's lag on waking).
+AHEAD_MARGIN_S = 0.15
+#: The longest hold (s): how long a reader that is safely ahead waits before reading what arrived meanwhile.
+AHEAD_HOLD_S = 0.25
+#: No hold shorter than this (s): below it the wake-up saved is not worth a timer.
+AHEAD_MIN_HOLD_S = 0.05
 
 
 def joiner(turn: object, *, rate: int, coalesce_s: float) -> Callable[[bytes], bytes]:
@@ -29,3 +44,41 @@ def joiner(turn: object, *, rate: int, coalesce_s: float) -> Callable[[bytes], b
 
     return join
 
+
+class Playout:
+    """The lead of a turn's audio over a real-time player that started at the turn's first frame.
+
+    ``push(seconds, now)`` after every frame handed to the framework; ``hold(now)`` then says how long the
+    reader may wait before reading again: as long as the lead stays at least :attr:`margin_s` meanwhile, at
+    most :attr:`hold_s`, and 0 (read on at once) when that is shorter than :attr:`min_hold_s`. The holds grow
+    with the lead (a faster server gets longer ones sooner). ``now`` is any monotonic clock in seconds."""
+
+    __slots__ = ("_pushed", "_t0", "hold_s", "margin_s", "min_hold_s")
+
+    def __init__(
+        self,
+        *,
+        margin_s: float = AHEAD_MARGIN_S,
+        hold_s: float = AHEAD_HOLD_S,
+        min_hold_s: float = AHEAD_MIN_HOLD_S,
+    ) -> None:
+        self.margin_s = margin_s
+        self.hold_s = hold_s
+        self.min_hold_s = min_hold_s
+        self._t0: float | None = None
+        self._pushed = 0.0
+
+    def push(self, seconds: float, now: float) -> None:
+        if self._t0 is None:
+            self._t0 = now
+        self._pushed += seconds
+
+    def lead(self, now: float) -> float:
+        """Seconds of audio handed over and not yet played (0 before the first frame; < 0: the player ran dry)."""
+        return 0.0 if self._t0 is None else self._pushed - (now - self._t0)
+
+    def hold(self, now: float) -> float:
+        if self._t0 is None:
+            return 0.0  # the first frame is never held
+        spare = min(self.hold_s, self.lead(now) - self.margin_s)
+        return spare if spare >= self.min_hold_s else 0.0
