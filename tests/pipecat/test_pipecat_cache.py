@@ -279,7 +279,9 @@ async def test_an_interrupted_prompt_leaves_only_what_was_heard_in_the_llm_conte
 async def test_a_miss_cut_by_barge_in_or_a_server_error_is_not_stored(emu: Emulator, provider: str) -> None:
     """A live ``TTSSpeakFrame`` interrupted mid-render, then one the server fails after audio: neither is
     stored; a clean render is. (One cache, a service per pipeline.)"""
-    emu.config.realtime_factor = 2.0  # still streaming when the cut lands
+    # still streaming when the cut lands: both APIs paced (Kitta's pace is its own knob; unpaced, its whole
+    # render can be received, read and kept before the cut reaches the service)
+    emu.config.realtime_factor = emu.config.kitta.realtime_factor = 2.0
     cache = PhraseCache.memory(max_bytes=32 << 20)
     gate, probe = Gate(), Probe(words=3)
     frames = [TTSSpeakFrame(MENU), InterruptWhen(probe.words_seen)]

@@ -381,3 +381,16 @@ def test_complete_rendered_applies_a_turns_reports_once_their_audio_is_in() -> N
     clock.restart()  # a new time base: the turn's reports no longer match it
     clock.add_text("dd ", boundary=True)
     assert clock.complete_rendered([(10, 0.3), (13, 0.4)]) == []
+
+
+def test_releasing_at_the_end_the_word_that_ends_an_open_piece_waits_for_its_reported_end() -> None:
+    # a slow voice (11 weight/s against the prior 15): by the prior, "you. " ends at 22/15 s, within the audio
+    # received long before the piece does; its audio ends with the piece, so it waits for the piece's report
+    clock = WordClock(SpeechRate(15.0), release="end", pieces=True)
+    first = "Sure, I can help you. "
+    clock.add_text(first)
+    clock.add_text("This is a test. ")
+    words = [w for _ in range(20) for w in clock.add_audio(0.1)]  # 2 s, the piece not reported yet
+    assert [w.text for w in words] == ["Sure, ", "I ", "can ", "help "]
+    [you] = clock.complete_text(len(first), 2.0)
+    assert you.text == "you. " and you.end == pytest.approx(2.0)  # ends where the piece's audio does

@@ -325,8 +325,8 @@ class WordClock:
         out: list[TimedWord] = []
         while seg.next < len(seg.units):
             unit = seg.units[seg.next]
-            if seg.piece_ends and unit.offset >= seg.piece_ends[0]:
-                break  # a later piece: its audio starts after the first one's reported end
+            if self._awaits_report(unit):
+                break  # a later piece (or, releasing at the end, the last unit of the open one)
             start, end = unit.offset / self._cps, (unit.offset + unit.weight) / self._cps
             if self._release == "start":
                 if start > seg.audio_s + _EPS:
@@ -348,7 +348,7 @@ class WordClock:
         if seg.next >= len(seg.units):
             return cap
         unit = seg.units[seg.next]
-        if seg.piece_ends and unit.offset >= seg.piece_ends[0]:
+        if self._awaits_report(unit):
             return cap  # held until complete_text (which resets the bound)
         if self._release == "start":
             due = unit.offset / cps
@@ -357,6 +357,17 @@ class WordClock:
         else:
             due = (unit.offset + unit.weight) / cps
         return min(cap, due)
+
+    def _awaits_report(self, unit: _Unit) -> bool:
+        """With ``pieces``: ``unit`` is not released before the open piece's end is reported. A unit of a later
+        piece: its audio starts after that end. Releasing at the end, also the unit that ends the open piece:
+        its audio ends there, however long the piece turns out to be."""
+        ends = self._seg.piece_ends
+        if not ends:
+            return False
+        if self._release == "end":
+            return unit.offset + unit.weight >= ends[0]
+        return unit.offset >= ends[0]
 
     def end_segment(self) -> list[TimedWord]:
         """The segment's audio is complete: release every unit still held, by its exact share of the weight
