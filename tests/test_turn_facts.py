@@ -90,7 +90,7 @@ async def test_kitta_turn_facts(emulator: Emulator) -> None:
         assert turn.outcome is None
         assert await speak(turn)
         assert (turn.outcome, turn.retries, turn.error_code) == ("done", 0, None)
-        assert turn.wire_format == f"pcm@{turn.generation.sample_rate}"
+        assert turn.wire_format == f"pcm@{turn.protocol.sample_rate}"
         assert provider.describe(sample_rate=24000)["voice"] == TONE_VOICE_ID
 
         cancelled = await provider.open_turn(sample_rate=24000)

@@ -140,7 +140,7 @@ async def test_kitta_turn_the_server_finished_bills_its_units_once_when_cancelle
     provider = kitta(emu)
     try:
         turn = await open_and_send(provider, ONE)
-        await emu.wait_until(lambda: turn.generation.finished, timeout=WAIT)
+        await emu.wait_until(lambda: turn.settled, timeout=WAIT)
         assert turn.usage.characters_billed == len(ONE.strip()) == emu.stats.kitta_units_committed
         await turn.cancel()
         usage = turn.usage

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # (annotations only: NAMES stays cheap to import for the comm
     from ttsbridge.policy.usage import BillingRule
     from ttsbridge.turns import TurnProvider
 
-__all__ = ["NAMES", "ProviderSpec", "billing_rule", "get"]
+__all__ = ["NAMES", "ProviderSpec", "billing_rule", "get", "register", "unregister"]
 
 
 class TurnProviderFactory(Protocol):
@@ -168,6 +168,23 @@ def get(name: str) -> ProviderSpec:
     except KeyError:
         raise ValueError(f"provider must be one of {sorted(NAMES)}, got {name!r}") from None
     return loader()
+
+
+def register(name: str, loader: Callable[[], ProviderSpec]) -> None:
+    """Add provider ``name`` (``loader`` returns its spec, importing its package), e.g. a provider kept outside
+    this package; it joins :data:`NAMES`."""
+    global NAMES
+    _LOADERS[name] = loader
+    NAMES = tuple(_LOADERS)
+    get.cache_clear()
+
+
+def unregister(name: str) -> None:
+    """Remove provider ``name`` (registered with :func:`register`)."""
+    global NAMES
+    _LOADERS.pop(name, None)
+    NAMES = tuple(_LOADERS)
+    get.cache_clear()
 
 
 def billing_rule(provider: str) -> BillingRule:

@@ -218,11 +218,14 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
         :meth:`update_options` replaces it with a validated copy."""
 
     @abc.abstractmethod
-    async def open_turn(self, *, sample_rate: int, **overrides: Any) -> Turn:
+    async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> Turn:
         """Open a new turn whose audio comes out at ``sample_rate``.
 
-        ``overrides`` are provider option fields (``voice``, ``model``, ``language``...) for this turn only.
-        Raises :class:`ttsbridge.errors.TTSInvalidOptionError` for a bad override before any I/O.
+        ``timeout`` is the turn's one audio-owed deadline (the server owes audio and stays silent this long:
+        the turn fails with :class:`~ttsbridge.errors.TTSTimeoutError`), kept by the provider's protocol;
+        None: the provider's own. ``overrides`` are provider option fields (``voice``, ``model``,
+        ``language``...) for this turn only. Raises :class:`ttsbridge.errors.TTSInvalidOptionError` for a bad
+        override before any I/O.
         """
 
     @abc.abstractmethod
@@ -277,7 +280,13 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
             self.synthesize = functools.partial(cache.synthesize, self)  # type: ignore[method-assign]
 
     async def open_phrase(
-        self, text: str, *, sample_rate: int, segments: Sequence[str] | None = None, **overrides: Any
+        self,
+        text: str,
+        *,
+        sample_rate: int,
+        segments: Sequence[str] | None = None,
+        timeout: float | None = None,
+        **overrides: Any,
     ) -> Turn:
         """A turn for ``text``, whose whole text is known before anything is sent (a ``TTSSpeakFrame``, a
         ``say()``): from the phrase cache when it holds it, else a live turn (stored once it completed cleanly).
@@ -285,8 +294,10 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
         and ends the turn as usual. Without a phrase cache this is :meth:`open_turn`."""
         cache = self.phrase_cache
         if cache is None:
-            return await self.open_turn(sample_rate=sample_rate, **overrides)
-        return await cache.open_turn(self, text, sample_rate=sample_rate, segments=segments, **overrides)
+            return await self.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
+        return await cache.open_turn(
+            self, text, sample_rate=sample_rate, segments=segments, timeout=timeout, **overrides
+        )
 
     def synthesize_live(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
         """:meth:`synthesize` never served from (nor stored in) the phrase cache: for text an LLM streams."""

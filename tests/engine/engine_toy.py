@@ -78,10 +78,12 @@ class ToyProtocol(TurnProtocol):
             self._emit(TurnFailed(tid, err))
         self._emit(ConnectionFailed(err))
 
-    def open_turn(self, turn_id: str, now: float, **options: Any) -> None:
+    def open_turn(self, turn_id: str, request: Any, now: float) -> Any:
         if self._closed:
             raise TTSConnectionError("toy: closed")
         self.turns[turn_id] = "open"
+        return None
+
 
     def send_text(self, turn_id: str, text: str, now: float) -> None:
         self._send(json.dumps({"turn": turn_id, "text": text}))
@@ -111,9 +113,6 @@ class ToyProtocol(TurnProtocol):
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def turn_state(self, turn_id: str) -> str | None:
-        return self.turns.get(turn_id)
 
     def live_turns(self) -> Sequence[str]:
         return [t for t, s in self.turns.items() if s in ("open", "ending")]

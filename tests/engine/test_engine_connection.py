@@ -31,7 +31,7 @@ async def open_conn(srv: ToyServer, **kw: float) -> tuple[Connection, list[Event
 
 def start(conn: Connection, turn_id: str) -> TurnStream:
     stream = TurnStream()
-    conn.protocol.open_turn(turn_id, conn.now())
+    conn.protocol.open_turn(turn_id, None, conn.now())
     conn.attach(turn_id, stream)
     return stream
 
@@ -105,7 +105,7 @@ async def test_an_unreachable_host_is_a_connection_error_naming_the_url_without_
 async def test_events_of_turns_without_a_sink_go_to_the_connection_callback() -> None:
     async with ToyServer() as srv:
         conn, seen = await open_conn(srv)
-        conn.protocol.open_turn("orphan", conn.now())
+        conn.protocol.open_turn("orphan", None, conn.now())
         conn.protocol.send_text("orphan", "x", conn.now())
         conn.protocol.end_turn("orphan", conn.now())
         await conn.flush()

@@ -23,7 +23,7 @@ async def open_turn(
     conn = Connection(proto, name="toy-read", **conn_kwargs)
     await conn.connect()
     stream = TurnStream()
-    proto.open_turn("a", conn.now())
+    proto.open_turn("a", None, conn.now())
     conn.attach("a", stream)
     if text is not None:
         await send(conn, proto, text)

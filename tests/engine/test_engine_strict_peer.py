@@ -97,7 +97,8 @@ async def run(frames: list[bytes], **client_kw: Any) -> tuple[bytes | BaseExcept
         client = NineninesixClient(KEY, base_url=base, ping_after_silence=None, **client_kw)
         try:
             ctx = await client.open_context(FMT, context_id=CID)
-            await ctx.end("t1 hello")
+            await ctx.send("t1 hello")
+            await ctx.end()
             try:
                 result: bytes | BaseException = await collect(ctx, timeout=5)
             except Exception as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -12,9 +13,11 @@ import pytest
 from support import wait_until as poll
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_duration, tone_frequency
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSTimeoutError
-from ttsbridge.kitta import KittaClient, KittaLimitError, KittaLimits, KittaTurn, KittaTurnProvider
+from ttsbridge.kitta import KittaClient, KittaLimitError, KittaLimits, KittaTurnProvider
 from ttsbridge.kitta.client import retry_request_id
+from ttsbridge.kitta.facts import KittaRequest
 
 WAIT = 10.0
 SENTENCES = ["Hello there. ", "How are you today? ", "This is the third sentence. "]
@@ -23,7 +26,7 @@ MakeProvider = Callable[..., KittaTurnProvider]
 MakeClient = Callable[..., KittaClient]
 
 
-async def collect(turn: KittaTurn) -> bytes:
+async def collect(turn: EngineTurn) -> bytes:
     async def _all() -> bytes:
         return b"".join([chunk async for chunk in turn])
 
@@ -32,12 +35,19 @@ async def collect(turn: KittaTurn) -> bytes:
 
 async def speak(
     provider: KittaTurnProvider, sentences: list[str], sample_rate: int = 24000, **overrides: Any
-) -> tuple[KittaTurn, bytes]:
+) -> tuple[EngineTurn, bytes]:
     turn = await provider.open_turn(sample_rate=sample_rate, **overrides)
     for s in sentences:
         await turn.send(s)
     await turn.end()
     return turn, await collect(turn)
+
+
+async def raw_turn(provider: KittaTurnProvider, request_id: str | None = None) -> EngineTurn:
+    """A turn on a fresh session whose sends are not flushed (the protocol's default request), at the
+    server's rate: the engine's turn over the provider's dialer, as the provider opens one."""
+    turn = EngineTurn(provider, KittaRequest(), turn_id=request_id or str(uuid.uuid4()), sample_rate=24000)
+    return await turn.open()
 
 
 def check_tones(pcm: bytes, sentences: list[str], rate: int) -> None:
@@ -67,28 +77,26 @@ async def test_turn_audio_is_the_sentences_in_order_at_the_requested_rate(
     check_tones(pcm, [s.strip() for s in SENTENCES], rate)
 
 
-async def test_client_synthesize_native_and_resampled(make_client: MakeClient, tone_options: Any) -> None:
-    client = make_client()
+async def test_synthesize_native_and_resampled(make_provider: MakeProvider) -> None:
+    provider = make_provider(standby=False)
     text = "One shot synthesis."
-    native = b"".join([c async for c in client.synthesize(text)])
+    native = b"".join([c async for c in provider.synthesize(text, sample_rate=24000)])
     check_tones(native, [text], 24000)
-    at16 = b"".join(
-        [c async for c in client.synthesize(text, tone_options.with_overrides(sample_rate=16000))]
-    )
+    at16 = b"".join([c async for c in provider.synthesize(text, sample_rate=16000)])
     check_tones(at16, [text], 16000)
 
 
-async def test_client_synthesize_failing_after_audio_yields_every_sample_received_first(
-    kemu: Emulator, make_client: MakeClient, tone_options: Any
+async def test_synthesize_failing_after_audio_yields_every_sample_received_first(
+    kemu: Emulator, make_provider: MakeProvider
 ) -> None:
     # At 16 kHz (the server's 24 kHz resampled) the resampler holds the filter's tail of what was received
     # when the server's error comes: it is yielded before the error is raised, not dropped.
-    client = make_client(max_retries=0)
+    provider = make_provider(max_retries=0, standby=False)
     got: list[bytes] = []
 
     async def run() -> None:
-        opts = tone_options.with_overrides(sample_rate=16000)
-        async for c in client.synthesize("One shot synthesis. [[kitta:error_after_audio]]", opts):
+        text = "One shot synthesis. [[kitta:error_after_audio]]"
+        async for c in provider.synthesize(text, sample_rate=16000):
             got.append(c)
 
     with pytest.raises(TTSAPIError) as info:
@@ -114,17 +122,17 @@ async def test_frame_auth_end_to_end(kemu: Emulator, make_provider: MakeProvider
 
 
 async def test_long_text_is_split_and_flushed_early_within_server_limits(
-    kemu: Emulator, make_client: MakeClient
+    kemu: Emulator, make_provider: MakeProvider
 ) -> None:
     kemu.config.kitta.max_text_chars = 100
     kemu.config.kitta.max_segment_chars = 300
-    client = make_client(limits=KittaLimits(max_text_chars=100, max_segment_chars=300))
+    provider = make_provider(limits=KittaLimits(max_text_chars=100, max_segment_chars=300), standby=False)
     sentences = [f"Sentence {i:02d} is right here. " for i in range(30)]  # 30 x 27 chars
-    gen = client.generation()
-    await gen.send("".join(sentences), flush=False)
-    await gen.stop()
-    pcm = b"".join([c.pcm async for c in gen])
-    assert gen.finished and kemu.stats.kitta_errors == []
+    gen = await raw_turn(provider)
+    await gen.send("".join(sentences))
+    await gen.end()
+    pcm = b"".join([c async for c in gen])
+    assert gen.outcome == "done" and kemu.stats.kitta_errors == []
     texts = kemu.stats.kitta_segment_texts
     # text events of 3 sentences (81 chars), segments of 3 text events (243): the 4th would pass 300
     assert [len(t) for t in texts] == [242, 242, 242, 80]  # (billed text is trimmed)
@@ -132,14 +140,14 @@ async def test_long_text_is_split_and_flushed_early_within_server_limits(
     check_tones(pcm, texts, 24000)  # one tone per flushed segment
 
 
-async def test_session_unit_limit_raises_before_sending(kemu: Emulator, make_client: MakeClient) -> None:
-    client = make_client(limits=KittaLimits(max_session_units=30))
-    gen = client.generation()
+async def test_session_unit_limit_raises_before_sending(kemu: Emulator, make_provider: MakeProvider) -> None:
+    provider = make_provider(limits=KittaLimits(max_session_units=30), standby=False)
+    gen = await provider.open_turn(sample_rate=24000)
     await gen.send("Twenty characters.. ")
     with pytest.raises(KittaLimitError):
         await gen.send("Another twenty chars")
-    await gen.stop()
-    pcm = b"".join([c.pcm async for c in gen])
+    await gen.end()
+    pcm = b"".join([c async for c in gen])
     assert kemu.stats.kitta_segment_texts == ["Twenty characters.."]
     check_tones(pcm, ["Twenty characters.."], 24000)
 
@@ -154,7 +162,7 @@ async def test_cancel_mid_audio_then_next_turn_uses_the_standby(
     provider = make_provider()
     await provider.prewarm()
     turn = await provider.open_turn(sample_rate=16000)
-    assert turn.from_standby
+    assert turn.connection_reused
     await turn.send("A fairly long sentence so that the audio is still streaming when we cancel. ")
     await turn.end()
     got: list[bytes] = []
@@ -177,7 +185,7 @@ async def test_cancel_mid_audio_then_next_turn_uses_the_standby(
     assert kemu.stats.kitta_finished == 0
     kemu.config.kitta.realtime_factor = 0.0
     turn2, pcm = await speak(provider, ["After the barge in. "], 16000)
-    assert turn2.from_standby and turn2.id != turn.id
+    assert turn2.connection_reused and turn2.id != turn.id
     check_tones(pcm, ["After the barge in."], 16000)
 
 
@@ -204,7 +212,7 @@ async def test_retry_on_retryable_error_before_audio(kemu: Emulator, make_provid
     base = kemu.stats.kitta_request_ids[0]
     assert kemu.stats.kitta_request_ids == [base, retry_request_id(base, 1)]
     assert turn.id == retry_request_id(base, 1)
-    assert turn.generation.retries == 1 and kemu.stats.kitta_errors == ["internal_error"]
+    assert turn.retries == 1 and kemu.stats.kitta_errors == ["internal_error"]
     assert kemu.stats.kitta_units_refunded == len("Hello there.")
 
 
@@ -214,7 +222,7 @@ async def test_retry_on_close_1012_1013(kemu: Emulator, make_provider: MakeProvi
     turn, pcm = await speak(provider, [f"Come again. [[kitta:close={close_code}:times=1]]"])
     check_tones(pcm, ["Come again."], 24000)
     assert kemu.stats.kitta_server_closes[0] == close_code
-    assert kemu.stats.kitta_sessions == 2 and turn.generation.retries == 1
+    assert kemu.stats.kitta_sessions == 2 and turn.retries == 1
 
 
 async def test_retry_when_the_session_closes_before_ready(
@@ -243,7 +251,7 @@ async def test_resume_replays_only_segments_never_delivered(
         chunks.append(chunk)
     check_tones(b"".join(chunks), ["First one.", "Second one."], 24000)
     assert kemu.stats.kitta_segment_texts == ["First one.", "Second one.", "Second one."]
-    assert turn.generation.retries == 1
+    assert turn.retries == 1
 
 
 async def test_no_retry_after_audio_was_delivered(kemu: Emulator, make_provider: MakeProvider) -> None:
@@ -344,12 +352,12 @@ async def test_standby_is_used_and_replaced(kemu: Emulator, make_provider: MakeP
     first = provider.standby_session
     assert first is not None and first.authenticated.is_set() and not first.proto.is_ready
     turn1, pcm1 = await speak(provider, ["Turn one. "])
-    assert turn1.from_standby and turn1.generation.session is first
+    assert turn1.connection_reused and turn1.link is first
     await provider.prewarm()  # the replacement connects
     second = provider.standby_session
     assert second is not None and second is not first and second.authenticated.is_set()
     turn2, pcm2 = await speak(provider, ["Turn two. "])
-    assert turn2.from_standby and turn2.generation.session is second
+    assert turn2.connection_reused and turn2.link is second
     check_tones(pcm1, ["Turn one."], 24000)
     check_tones(pcm2, ["Turn two."], 24000)
     assert provider.standby_hits == 2 and provider.standby_misses == 0
@@ -368,7 +376,7 @@ async def test_standby_is_retired_by_age(kemu: Emulator, make_provider: MakeProv
     assert provider.standby_retired >= 1
     await provider.prewarm()
     turn, pcm = await speak(provider, ["Fresh standby. "])
-    assert turn.from_standby and turn.generation.session is not old
+    assert turn.connection_reused and turn.link is not old
     check_tones(pcm, ["Fresh standby."], 24000)
     assert kemu.stats.kitta_segment_texts == ["Fresh standby."]  # retired connections were never billed
     assert kemu.stats.kitta_request_ids == [turn.id]
@@ -380,7 +388,7 @@ async def test_overrides_use_the_standby_connection(kemu: Emulator, make_provide
     standby = provider.standby_session
     turn, pcm = await speak(provider, ["In English. "], language="en")
     # start carries the turn's options, so the warm connection serves any voice or language
-    assert turn.from_standby and turn.generation.session is standby
+    assert turn.connection_reused and turn.link is standby
     assert standby is not None and standby.proto.request.language == "en"
     check_tones(pcm, ["In English."], 24000)
 
@@ -392,7 +400,7 @@ async def test_update_options_keeps_the_warm_connection(kemu: Emulator, make_pro
     provider.update_options(language="en")
     assert provider.options.language == "en"
     turn, _ = await speak(provider, ["Now in English. "])
-    assert turn.generation.session is standby and turn.generation.session.proto.request.language == "en"
+    assert turn.link is standby and turn.link.proto.request.language == "en"
     await provider.prewarm()
     assert kemu.stats.kitta_connections == 2 and kemu.stats.kitta_sessions == 1  # the used one + replacement
 
@@ -436,30 +444,29 @@ async def test_no_key_in_any_url_or_log(
     for secret in (kitta_key, wrong):
         assert secret not in caplog.text
         assert secret not in str(exc.value)
-        for obj in (header, frame, bad, header.client, turn, turn.generation):
+        for obj in (header, frame, bad, header.client, turn, turn.link):
             assert secret not in repr(obj)
 
 
-async def test_unflushed_text_is_never_billed_on_cancel(kemu: Emulator, make_client: MakeClient) -> None:
-    client = make_client()
-    gen = client.generation()
-    await gen.send("Buffered but never flushed. ", flush=False)
-    await asyncio.wait_for(gen.session.ready.wait(), WAIT)
+async def test_unflushed_text_is_never_billed_on_cancel(kemu: Emulator, make_provider: MakeProvider) -> None:
+    gen = await raw_turn(make_provider(standby=False))
+    await gen.send("Buffered but never flushed. ")
+    await asyncio.wait_for(gen.link.ready.wait(), WAIT)  # type: ignore[union-attr]
     await gen.cancel()
     assert [c async for c in gen] == []
     await kemu.wait_until(lambda: kemu.stats.kitta_client_closes == 1, timeout=WAIT)
     assert kemu.stats.kitta_segments == 0 and kemu.stats.kitta_units_committed == 0
 
 
-async def test_caller_request_id_is_the_idempotency_key(kemu: Emulator, make_client: MakeClient) -> None:
-    client = make_client()
-    first = client.generation(request_id="order-42")
+async def test_caller_request_id_is_the_idempotency_key(kemu: Emulator, make_provider: MakeProvider) -> None:
+    provider = make_provider(standby=False)
+    first = await raw_turn(provider, "order-42")
     await first.send("First time. ")
-    await first.stop()
+    await first.end()
     assert [c async for c in first]
-    again = client.generation(request_id="order-42")  # the same generation, replayed by mistake
+    again = await raw_turn(provider, "order-42")  # the same generation, replayed by mistake
     await again.send("First time. ")
-    await again.stop()
+    await again.end()
     with pytest.raises(TTSAPIError) as exc:
         _ = [c async for c in again]
     assert exc.value.error_code == "invalid_state" and not exc.value.retryable

@@ -26,18 +26,18 @@ async def test_request_records_first_text_then_first_audio(
 
 
 async def test_paced_audio_comes_no_faster_than_its_realtime_factor(
-    kemu: Emulator, make_client: Callable[..., Any]
+    kemu: Emulator, make_provider: Callable[..., Any]
 ) -> None:
     # realtime_factor 4: the frames of a segment go out on the session's audio clock, each when it is due, so
     # the last comes (duration - one frame) / 4 after the first at the earliest (a lower bound: load only adds)
     kemu.config.kitta.realtime_factor = 4.0
-    client = make_client()
+    provider = make_provider(standby=False)
     text = "A paced sentence of a few words."
     arrivals: list[float] = []
     loop = asyncio.get_running_loop()
 
     async def run() -> None:
-        async for _ in client.synthesize(text):
+        async for _ in provider.synthesize(text, sample_rate=24000):
             arrivals.append(loop.time())
 
     await asyncio.wait_for(run(), 10.0)

@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from loopback import LoopbackServer, ignore_close, kitta_ready, send
 from support import wait_until as poll
 from ttsbridge.emulator import TONE_VOICE_ID
-from ttsbridge.kitta import KittaClient, KittaOptions
+from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.protocol import KittaProtocolError, decode
 
 WAIT = 5.0
@@ -43,34 +43,35 @@ def loopback(body: Body) -> LoopbackServer:
 
 
 @contextlib.asynccontextmanager
-async def client_for(server: LoopbackServer, **kwargs: Any) -> AsyncIterator[KittaClient]:
-    client = KittaClient(
+async def client_for(server: LoopbackServer, **kwargs: Any) -> AsyncIterator[KittaTurnProvider]:
+    provider = KittaTurnProvider(
         "any-key",
         base_url=server.base_url,
         options=KittaOptions(voice_id=TONE_VOICE_ID),
+        standby=False,
         max_retries=0,
         **kwargs,
     )
     try:
-        yield client
+        yield provider
     finally:
-        await asyncio.wait_for(client.aclose(), WAIT)
+        await asyncio.wait_for(provider.aclose(), WAIT)
 
 
-async def run_generation(client: KittaClient) -> list[bytes]:
-    gen = client.generation()
+async def run_generation(provider: KittaTurnProvider) -> list[bytes]:
+    turn = await provider.open_turn(sample_rate=24000)
     got: list[bytes] = []
     try:
-        await gen.send("Hello. ")
-        await gen.stop()
+        await turn.send("Hello. ")
+        await turn.end()
 
         async def consume() -> None:
-            async for chunk in gen:
-                got.append(chunk.pcm)
+            async for pcm in turn:
+                got.append(pcm)
 
         await asyncio.wait_for(consume(), WAIT)
     finally:
-        await gen.aclose()
+        await turn.cancel()
     return got
 
 
@@ -144,17 +145,17 @@ async def test_a_protocol_error_fails_the_turn_at_once_while_the_server_keeps_se
 
     close_timeout = 6.0
     async with loopback(script) as server, client_for(server, close_timeout=close_timeout) as client:
-        gen = client.generation()
-        await gen.send("Hello. ")
-        await gen.stop()
+        turn = await client.open_turn(sample_rate=24000)
+        await turn.send("Hello. ")
+        await turn.end()
         # bounded well below close_timeout: a turn that waits for the close handshake fails here
         with pytest.raises(KittaProtocolError, match="undecodable"):
-            await asyncio.wait_for(anext(aiter(gen)), close_timeout / 2)
-        assert gen.done and gen.error is not None
+            await asyncio.wait_for(anext(aiter(turn)), close_timeout / 2)
+        assert turn.done and turn.error is not None
         # the close goes on in the background and is bounded: the transport is aborted after close_timeout
         await asyncio.wait_for(server.closed.wait(), close_timeout + 4)
-        await poll(lambda: not client._sessions, close_timeout + 4)
-        await gen.aclose()
+        await poll(lambda: not client.client._connections, close_timeout + 4)
+        await turn.cancel()
 
 
 async def test_a_protocol_error_closes_the_socket_with_1002() -> None:

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
+from ttsbridge.engine.protocol import GiveUp, RetryPlan
 from ttsbridge.errors import TTSAPIError, TTSInvalidOptionError
 from ttsbridge.kitta.client import build_url, retry_request_id
+from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import (
     AudioEvent,
     AuthEvent,
@@ -59,7 +61,7 @@ def make(auth: str = "header", limits: KittaLimits | None = None, *, turn: bool 
         limits=limits or KittaLimits(),
     )
     if turn:
-        p.open_turn(RID, 0.0)
+        p.open_turn(RID, None, 0.0)
     return p
 
 
@@ -479,7 +481,7 @@ def test_close_codes(code: int, retryable: bool) -> None:
     err = p.error
     assert isinstance(err, KittaConnectionClosed)
     assert err.close_code == code and err.retryable is retryable
-    assert (p.successor is not None) is retryable  # retried only for 1012/1013
+    assert isinstance(p.retry_plan(RID, 0.0), RetryPlan) is retryable  # retried only for 1012/1013
     assert p.events_received()[-1] == ConnectionFailed(err)
 
 
@@ -502,9 +504,11 @@ def test_resume_replays_only_undelivered_segments() -> None:
         SegmentStatus.PENDING,
     ]
     assert p.can_resume()
+    plan = p.retry_plan(RID, 0.0)
+    assert isinstance(plan, RetryPlan) and len(plan.request.replay.segments) == 3
     q = make(turn=False)
-    q.open_turn("req-1.r1", 0.0)
-    assert p.replay_into(q) == 3
+    q.open_turn("req-1.r1", plan.request, 0.0)
+    q.tick(plan.not_before)
     ready_frames = ready_frames_of(q)
     texts = [f.get("text") for f in ready_frames if f["event"] == "text"]
     assert texts == ["Two. ", "Three. ", "Tail"]
@@ -527,9 +531,9 @@ def test_part_delivered_segment_is_never_replayed() -> None:
     feed(p, audio(0))
     feed(p, srv(event="error", code="internal_error", message="", retryable=True))
     assert p.segments[0].status is SegmentStatus.DELIVERING
-    assert not p.can_resume() and p.successor is None  # retryable, yet not retried
+    assert not p.can_resume() and isinstance(p.retry_plan(RID, 0.0), GiveUp)  # retryable, yet not retried
     with pytest.raises(KittaProtocolError):
-        p.replay_into(make(turn=False))
+        p.replay()
 
 
 def test_local_close_is_terminal_and_silent() -> None:
@@ -564,18 +568,18 @@ def test_a_deferred_session_authenticates_but_holds_start_until_begin(auth: str)
     feed(p, srv(event="authenticated"))
     assert p.state is State.AUTHENTICATED and p.data_to_send() == []  # no start: no server session
     other = StartRequest(voice_id="other", model="fishaudio-s21pro-flash", format="pcm", language="en")
-    p.open_turn("turn-7", 0.0, request=other)
+    p.open_turn("turn-7", KittaRequest(start=other), 0.0)
     (start,) = unpack(p.data_to_send())
     assert start["event"] == "start" and start["request_id"] == "turn-7"
     assert start["request"]["voice_id"] == "other" and start["request"]["language"] == "en"
     assert p.state is State.STARTED
     with pytest.raises(KittaProtocolError):
-        p.open_turn("again", 0.0)  # only once
+        p.open_turn("again", None, 0.0)  # only once
 
 
 def test_begin_before_authenticated_sends_start_on_authenticated() -> None:
     p = make(turn=False)
-    p.open_turn("turn-8", 0.0)
+    p.open_turn("turn-8", None, 0.0)
     assert p.data_to_send() == []
     feed(p, srv(event="authenticated"))
     assert [f["request_id"] for f in unpack(p.data_to_send())] == ["turn-8"]

@@ -12,14 +12,15 @@ from typing import Any
 
 from support import wait_until as poll
 from ttsbridge.emulator import Emulator
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSAPIError
-from ttsbridge.kitta import KittaTurn, KittaTurnProvider
+from ttsbridge.kitta import KittaTurnProvider
 
 WAIT = 10.0
 MakeProvider = Callable[..., KittaTurnProvider]
 
 
-async def speak(provider: KittaTurnProvider, text: str, **overrides: Any) -> tuple[KittaTurn, bytes]:
+async def speak(provider: KittaTurnProvider, text: str, **overrides: Any) -> tuple[EngineTurn, bytes]:
     turn = await provider.open_turn(sample_rate=24000, **overrides)
     await turn.send(text)
     await turn.end()
@@ -55,7 +56,7 @@ async def test_each_turn_is_one_user_intended_session_ended_by_finish(
     for i in range(3):
         before = len(kemu.stats.kitta_request_ids)
         turn, pcm = await speak(provider, f"Turn number {i}. ")
-        assert pcm and turn.from_standby
+        assert pcm and turn.connection_reused
         assert kemu.stats.kitta_request_ids[before:] == [turn.id]  # exactly one start, for this turn
         uuid.UUID(turn.id)  # a fresh id made when the turn opened (no retry suffix, no placeholder)
         turns.append(turn)
@@ -84,7 +85,7 @@ async def test_a_retry_on_the_next_turn_waits_its_backoff_although_a_connection_
         assert exc.retryable
     await provider.prewarm()  # a warm connection is open before the retry
     turn, pcm = await speak(provider, "Second try. ")
-    assert pcm and turn.from_standby
+    assert pcm and turn.connection_reused
     (failed_at,) = times_of(kemu, "error")
     starts = times_of(kemu, "start")
     assert len(starts) == 2 and starts[1] - failed_at >= 0.2, (starts, failed_at)
@@ -95,7 +96,7 @@ async def test_a_generation_retry_waits_its_backoff_from_the_failure_to_the_next
 ) -> None:
     provider = make_provider(standby=False, max_retries=1, backoff_initial=0.4, backoff_max=0.4)
     turn, pcm = await speak(provider, "Retried once. [[kitta:error=internal_error:retryable:times=1]]")
-    assert pcm and turn.generation.retries == 1
+    assert pcm and turn.retries == 1
     (failed_at,) = times_of(kemu, "error")
     starts = times_of(kemu, "start")
     connects = times_of(kemu, "connect")
@@ -117,13 +118,13 @@ async def test_finished_turns_keep_no_session_socket_or_buffer(
     await failed.end()
     with contextlib.suppress(TTSAPIError):
         await asyncio.wait_for(failed.__aiter__().__anext__(), WAIT)
-    assert failed.done and failed.generation.error is not None
+    assert failed.done and failed.error is not None
     turns += [barged, failed, (await speak(provider, "Last one. "))[0]]
     await provider.prewarm()
     standby = provider.standby_session
     assert not provider._turns  # nothing per turn is kept after it ends
-    await poll(lambda: set(provider.client._sessions) <= {standby}, WAIT)
+    await poll(lambda: set(provider.client._connections) <= {standby}, WAIT)
     for turn in turns:
-        session = turn.generation.session
-        assert session.ws is None and not turn.generation.pending()
+        session = turn.link
+        assert session.ws is None and not turn._stream.pending()
     await kemu.wait_until(lambda: kemu.stats.kitta_open == 1, timeout=WAIT)  # the standby only

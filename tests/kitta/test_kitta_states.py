@@ -10,7 +10,9 @@ import msgpack
 import pytest
 
 from ttsbridge.engine.events import ConnectionFailed, TurnDone, TurnFailed
+from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSTimeoutError
+from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import StartRequest
 from ttsbridge.kitta.protocol import KittaProtocol, KittaProtocolError, Outcome
 from ttsbridge.kitta.states import TERMINAL, TRANSITIONS, State
@@ -60,7 +62,7 @@ def make(**kw: Any) -> KittaProtocol:
 def drive_to(state: State) -> KittaProtocol:
     """A protocol in ``state``, reached through its inputs and commands only."""
     p = make()
-    p.open_turn(RID, 0.0)
+    p.open_turn(RID, None, 0.0)
     steps: list[tuple[State, Any]] = [
         (S.AUTHENTICATED, lambda: p.receive(FRAMES["authenticated"], 0.0)),
         (S.STARTED, p.data_to_send),
@@ -109,18 +111,17 @@ def test_a_connection_without_a_turn_fails_alone() -> None:
     p = make()
     p.receive(FRAMES["authenticated"], 0.0)
     p.connection_lost(1006, "", 0.0)
-    assert [type(e) for e in p.events_received()] == [ConnectionFailed] and p.live_turns() == []
+    assert [type(e) for e in p.events_received()] == [ConnectionFailed] and p.facts is None
 
 
 # --------------------------------------------------------------------------------------------- deadlines
 
 
-def test_a_held_start_goes_out_at_its_time_and_its_connection_opens_before() -> None:
+def test_a_held_start_goes_out_at_its_time() -> None:
     p = make()
-    p.open_turn(RID, 0.0, not_before=5.0)
+    p.open_turn(RID, KittaRequest(not_before=5.0), 0.0)
     p.receive(FRAMES["authenticated"], 1.0)
     assert p.data_to_send() == [] and p.next_deadline() == 5.0
-    assert p.connect_at() == 5.0 - 2.0
     p.tick(4.9)
     assert p.data_to_send() == []
     p.tick(5.0)
@@ -130,7 +131,7 @@ def test_a_held_start_goes_out_at_its_time_and_its_connection_opens_before() -> 
 
 def test_the_server_owes_ready_then_audio_within_the_event_timeout() -> None:
     p = make(event_timeout=1.0)
-    p.open_turn(RID, 0.0)
+    p.open_turn(RID, None, 0.0)
     assert p.next_deadline() == 1.0  # owes authenticated/ready
     p.receive(FRAMES["authenticated"], 0.5)
     p.data_to_send()
@@ -143,7 +144,7 @@ def test_the_server_owes_ready_then_audio_within_the_event_timeout() -> None:
     p.tick(2.9)
     assert p.error is None
     p.tick(3.0)
-    assert isinstance(p.error, TTSTimeoutError) and p.successor is None  # a timeout is never retried
+    assert isinstance(p.error, TTSTimeoutError) and p.plan is None  # a timeout is never retried
     assert p.events_received() == [TurnFailed(RID, p.error), ConnectionFailed(p.error)]
     assert p.close_request == (1000, "failed")
 
@@ -153,7 +154,7 @@ def test_the_server_owes_ready_then_audio_within_the_event_timeout() -> None:
 
 def test_a_retryable_failure_yields_the_next_attempt_held_for_its_backoff() -> None:
     p = make(backoff_initial=0.4, backoff_max=0.4, rng=random.Random(7))
-    p.open_turn(RID, 0.0)
+    p.open_turn(RID, None, 0.0)
     p.receive(FRAMES["authenticated"], 0.0)
     p.data_to_send()
     p.receive(FRAMES["ready"], 0.0)
@@ -162,8 +163,12 @@ def test_a_retryable_failure_yields_the_next_attempt_held_for_its_backoff() -> N
     p.end_turn(RID, 0.0)
     p.data_to_send()
     p.receive(srv(event="error", code="overloaded", retryable=True), 10.0)
-    nxt = p.successor
-    assert nxt is not None and nxt.turn_id == f"{RID}.r1" and nxt.deferred is False
+    plan = p.retry_plan(RID, 10.0)
+    assert isinstance(plan, RetryPlan) and plan.turn_id == f"{RID}.r1"
+    assert plan.dial_at == plan.not_before - 2.0  # its connection opens before its start is due
+    nxt = make()
+    nxt.open_turn(plan.turn_id, plan.request, 10.0)
+    assert nxt.turn_id == f"{RID}.r1" and nxt.deferred is False
     assert p.events_received()[0] == TurnFailed(RID, p.error)  # that attempt failed; the turn goes on
     facts = nxt.facts
     assert facts is p.facts and facts is not None
@@ -175,7 +180,7 @@ def test_a_retryable_failure_yields_the_next_attempt_held_for_its_backoff() -> N
 
 def test_the_next_turn_after_a_retryable_failure_waits_its_backoff() -> None:
     p = make(max_retries=0, backoff_initial=0.4, backoff_max=0.4)
-    p.open_turn(RID, 0.0)
+    p.open_turn(RID, None, 0.0)
     p.connection_lost(1013, "", 10.0)
     assert p.facts is not None and p.facts.outcome is Outcome.FAILED
     assert 10.2 <= p.not_before_next(0.0) <= 10.4
@@ -186,8 +191,8 @@ def test_the_next_turn_after_a_retryable_failure_waits_its_backoff() -> None:
 
 def test_a_cancel_before_the_end_was_seen_wins() -> None:
     p = make(max_retries=0)
-    p.open_turn(RID, 0.0)
+    p.open_turn(RID, None, 0.0)
     p.connection_lost(1006, "", 1.0)
     assert p.facts is not None and p.facts.error is not None
-    p.withdraw_turn(RID)
+    p.cancel_turn(RID, 2.0)
     assert p.facts.outcome is Outcome.CANCELLED and p.facts.error is None

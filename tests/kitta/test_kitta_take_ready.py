@@ -1,4 +1,4 @@
-"""KittaTurn.take_ready against the emulator over loopback (as NineninesixTurn's): the chunks already received
+"""EngineTurn.take_ready against the emulator over loopback (as EngineTurn's): the chunks already received
 behind the one just read, resampled like the iterator's, bounded, in order; never the end; nothing once
 cancelled. The adapters coalesce with it."""
 
@@ -10,20 +10,20 @@ import pytest
 
 from support import wait_until
 from take_ready_checks import check_nothing_once_cancelled, drain, finish_and_compare, read_through_take_ready
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.kitta import KittaTurnProvider
-from ttsbridge.kitta.provider import KittaTurn
 
 MakeProvider = Callable[..., KittaTurnProvider]
 
 TEXT = "How can I help you today? Let me check that for you."
 
 
-async def received_whole_turn(make_provider: MakeProvider, rate: int) -> KittaTurn:
+async def received_whole_turn(make_provider: MakeProvider, rate: int) -> EngineTurn:
     """A turn whose audio and finish have all been received (queued, nothing read yet)."""
     turn = await make_provider(standby=False).open_turn(sample_rate=rate)
     await turn.send(TEXT)
     await turn.end()
-    await wait_until(lambda: turn.generation.done, timeout=10.0)
+    await wait_until(lambda: turn.settled, timeout=10.0)
     return turn
 
 

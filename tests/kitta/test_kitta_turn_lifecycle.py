@@ -14,8 +14,9 @@ import pytest
 
 from support import wait_until as poll
 from ttsbridge.emulator import Emulator
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSConnectionError
-from ttsbridge.kitta import KittaClient, KittaTurn, KittaTurnProvider
+from ttsbridge.kitta import KittaClient, KittaTurnProvider
 
 WAIT = 5.0
 MakeProvider = Callable[..., KittaTurnProvider]
@@ -41,7 +42,7 @@ async def test_text_sent_late_in_a_wait_gets_the_full_event_timeout(
     provider = make_provider(standby=False, event_timeout=1.0)
     turn = await provider.open_turn(sample_rate=24000)
     consumer = asyncio.ensure_future(collect(turn))
-    await asyncio.wait_for(turn.generation.session.ready.wait(), WAIT)
+    await asyncio.wait_for(turn.link.ready.wait(), WAIT)
     await asyncio.sleep(0.7)  # the LLM is slow: this is the scenario, not a synchronisation
     await turn.send("Late but fine. ")
     await turn.end()
@@ -61,7 +62,7 @@ async def test_aclose_during_a_retry_backoff_fails_the_turn_at_once(
     await turn.send("Try again later. ")
     await turn.end()
     consumer = asyncio.ensure_future(collect(turn))
-    await poll(lambda: turn.generation.retries == 1)
+    await poll(lambda: turn.retries == 1)
     await asyncio.wait_for(provider.aclose(), 2.0)
     with pytest.raises(TTSConnectionError):
         await asyncio.wait_for(consumer, 1.0)
@@ -78,7 +79,7 @@ async def test_cancel_during_a_retry_backoff_ends_the_iterator_at_once(
     await turn.send("Try again later. ")
     await turn.end()
     consumer = asyncio.ensure_future(collect(turn))
-    await poll(lambda: turn.generation.retries == 1)
+    await poll(lambda: turn.retries == 1)
     await asyncio.wait_for(turn.cancel(), 1.0)
     assert await asyncio.wait_for(consumer, 1.0) == b""
     assert turn.done and kemu.stats.kitta_sessions == 1
@@ -110,7 +111,7 @@ async def test_cancel_before_the_session_is_ready(kemu: Emulator, make_provider:
     await asyncio.wait_for(turn.cancel(), 1.5)
     assert await collect(turn, 1.0) == b""
     assert turn.done
-    assert not provider.client._sessions
+    assert not provider.client._connections
 
 
 async def test_cancel_after_the_connection_dropped_ends_the_iterator_quietly(
@@ -119,9 +120,9 @@ async def test_cancel_after_the_connection_dropped_ends_the_iterator_quietly(
     provider = make_provider(standby=False)
     turn = await provider.open_turn(sample_rate=24000)
     await turn.send("Waiting for more. ")  # not ended
-    await asyncio.wait_for(turn.generation.session.ready.wait(), WAIT)
+    await asyncio.wait_for(turn.link.ready.wait(), WAIT)
     await kemu.drop_connections()
-    await poll(lambda: turn.generation.session.ended)
+    await poll(lambda: turn.link.ended)
     await asyncio.wait_for(turn.cancel(), 1.0)
     assert await collect(turn, 1.0) == b""  # no error: the caller cancelled the turn
     assert turn.done
@@ -140,7 +141,7 @@ async def test_breaking_out_of_the_iterator_closes_the_session(
     async for _ in turn:
         break
     await kemu.wait_until(lambda: kemu.stats.kitta_client_closes == 1, timeout=WAIT)
-    await poll(lambda: turn.done and not provider.client._sessions)
+    await poll(lambda: turn.done and not provider.client._connections)
     kemu.config.kitta.realtime_factor = 0.0
     turn2 = await provider.open_turn(sample_rate=24000)
     await turn2.send("Next. ")
@@ -158,7 +159,7 @@ async def test_aclose_closes_the_standby_and_every_session(
     provider = make_provider()
     await provider.prewarm()
     turn = await provider.open_turn(sample_rate=24000)
-    assert turn.from_standby
+    assert turn.connection_reused
     await turn.send("Speaking while the provider closes. ")
     consumer = asyncio.ensure_future(collect(turn))
     await poll(lambda: turn.audio_started)
@@ -166,7 +167,7 @@ async def test_aclose_closes_the_standby_and_every_session(
     await asyncio.wait_for(provider.aclose(), 3.0)
     with pytest.raises(TTSConnectionError):
         await asyncio.wait_for(consumer, 1.0)
-    assert not provider.client._sessions
+    assert not provider.client._connections
     await kemu.wait_until(lambda: kemu.stats.kitta_open == 0, timeout=WAIT)
     assert kemu.stats.kitta_sessions == 1  # the turn's; the standby connection never started one
 
@@ -180,7 +181,7 @@ async def test_frame_auth_key_not_in_debug_frame_logs(
     caplog.set_level(logging.DEBUG)
     secret = "Zq8vXw3Lp0Rt7Yk2Mn4b"
     provider = make_provider(api_key="kitta_" + secret, auth="frame", standby=False)
-    turn: KittaTurn = await provider.open_turn(sample_rate=24000)
+    turn: EngineTurn = await provider.open_turn(sample_rate=24000)
     await turn.send("Frame auth. ")
     await turn.end()
     assert await collect(turn)
@@ -210,13 +211,13 @@ def test_server_text_echoing_the_key_is_masked(tone_options: Any) -> None:
     assert key not in str(err) and key not in repr(err)
 
     proto = KittaProtocol(request=tone_options.start_request(), secrets=(key,))
-    proto.open_turn("r1", 0.0)
+    proto.open_turn("r1", None, 0.0)
     event = {"event": "error", "code": "unauthorized", "message": f"bad token {key}", "retryable": False}
     proto.receive(msgpack.packb(event), 0.0)
     assert proto.error is not None and key not in str(proto.error)
 
     proto = KittaProtocol(request=tone_options.start_request(), secrets=(key,))
-    proto.open_turn("r2", 0.0)
+    proto.open_turn("r2", None, 0.0)
     proto.connection_lost(1008, f"policy: {key}", 0.0)
     closed = proto.error
     assert closed is not None and key not in str(closed)
@@ -224,22 +225,25 @@ def test_server_text_echoing_the_key_is_masked(tone_options: Any) -> None:
 
 async def test_the_client_masks_its_key_in_server_texts(make_client: MakeClient, kitta_key: str) -> None:
     client = make_client()
-    proto = client._new_protocol("r3", client._options(None))
+    proto = client._new_protocol("r3", client._options(None).start_request())
     assert proto.secrets == (kitta_key,)
     assert kitta_key not in repr(proto)
 
 
-async def test_a_session_closed_before_it_started_ends_at_once(make_client: MakeClient) -> None:
+async def test_a_session_closed_before_it_started_ends_at_once(
+    make_client: MakeClient, make_provider: Callable[..., KittaTurnProvider]
+) -> None:
     client = make_client(connect_timeout=10.0, event_timeout=10.0)
-    session = client.session()
+    session = client.connect("r-early")
     await asyncio.wait_for(session.close(), 2.0)  # its task has not run yet
-    assert session.ended and session not in client._sessions
+    assert session.ended and session not in client._connections
     with pytest.raises(TTSConnectionError):
         await asyncio.wait_for(session.wait_ready(10.0), 1.0)  # at once, not after its 10 s timeout
-    gen = client.generation()
-    await gen.session.close()
+    provider = make_provider(connect_timeout=10.0, event_timeout=10.0, standby=False)
+    gen = await provider.open_turn(sample_rate=24000)
+    await gen.link.close()  # type: ignore[union-attr]
     assert await asyncio.wait_for(collect(gen), 1.0) == b""
-    assert not client._sessions
+    assert not provider.client._connections
 
 
 def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options: Any) -> None:
@@ -251,7 +255,7 @@ def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options:
         return msgpack.packb(obj, use_bin_type=True)
 
     p = KittaProtocol(request=tone_options.start_request())
-    p.open_turn("r1", 0.0)
+    p.open_turn("r1", None, 0.0)
     p.data_to_send()
     p.receive(srv(event="authenticated"), 0.0)
     p.data_to_send()
@@ -274,7 +278,7 @@ def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options:
     err = p.error
     assert err is not None and err.retryable
     assert p.segments[0].status is SegmentStatus.DELIVERING
-    assert not p.can_resume() and p.successor is None
+    assert not p.can_resume() and p.plan is None
 
 
 async def test_error_from_a_server_that_never_closes_is_reported_at_once(

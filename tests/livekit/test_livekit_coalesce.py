@@ -13,7 +13,7 @@ from lk_helpers import S1, S2, S3, duration_of, make_tts, pcm_of, run_stream, ti
 from support import wait_until
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_frequency
-from ttsbridge.nineninesix.provider import NineninesixTurn
+from ttsbridge.engine.turn import EngineTurn
 
 
 async def test_the_nineninesix_turn_coalesces_queued_chunks_with_every_word(
@@ -24,9 +24,9 @@ async def test_the_nineninesix_turn_coalesces_queued_chunks_with_every_word(
     real_open = provider.open_turn
     taken: list[int] = []
 
-    async def open_turn(**kwargs: Any) -> NineninesixTurn:
+    async def open_turn(**kwargs: Any) -> EngineTurn:
         turn = await real_open(**kwargs)
-        assert isinstance(turn, NineninesixTurn)
+        assert isinstance(turn, EngineTurn)
         real_take, real_iterate = turn.take_ready, turn._iterate
 
         def take_ready(max_bytes: int) -> bytes:
@@ -36,7 +36,7 @@ async def test_the_nineninesix_turn_coalesces_queued_chunks_with_every_word(
             return out
 
         async def iterate() -> AsyncIterator[bytes]:
-            ctx = turn.context
+            ctx = turn
             assert ctx is not None
             await wait_until(lambda: ctx.facts.state.terminal, timeout=10.0)  # all of it queued
             async for pcm in real_iterate():

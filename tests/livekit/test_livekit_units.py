@@ -15,25 +15,8 @@ from ttsbridge.errors import (
     TTSTimeoutError,
 )
 from ttsbridge.livekit import to_api_error
-from ttsbridge.livekit._waits import Watchdog as _Watchdog
 
 KEY = "sk_996_secretsecret123"
-
-
-# --- watchdog -----------------------------------------------------------------------------------------------
-
-
-def test_watchdog_owes_after_send_and_after_end_only() -> None:
-    w = _Watchdog(5.0)
-    assert w.remaining() is None
-    w.on_send()
-    assert w.remaining() is not None and 0 < w.remaining() <= 5.0  # type: ignore[operator]
-    w.on_audio()
-    assert w.remaining() is None  # caught up while the input is open: nothing owed
-    w.on_end()
-    assert w.remaining() is not None
-    w.on_audio()
-    assert w.remaining() is not None  # after the end, every gap is bounded
 
 
 # --- errors -------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``livekit._waits.within``: a bounded await in the caller's task whose cancellation is never lost.
+"""``livekit._tasks.within``: a bounded await in the caller's task whose cancellation is never lost.
 
 Pure asyncio (no sockets): what the stream's opening relies on when ``aclose()`` races the turn's opening.
 """
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ttsbridge.livekit._waits import within
+from ttsbridge.livekit._tasks import within
 
 
 async def test_the_result_comes_back_in_the_callers_task() -> None:
@@ -96,7 +96,7 @@ def _final_frames(dst: object) -> list[object]:
 
 
 async def test_held_audio_is_delivered_when_a_stream_fails() -> None:
-    from ttsbridge.livekit._waits import deliver_held_audio
+    from ttsbridge.livekit._tasks import deliver_held_audio
 
     emitter, dst = _emitter()
     await asyncio.wait_for(deliver_held_audio(emitter, 1.0), 5.0)  # type: ignore[arg-type]
@@ -106,7 +106,7 @@ async def test_held_audio_is_delivered_when_a_stream_fails() -> None:
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is 3.11+")
 async def test_no_held_audio_once_the_stream_is_being_cancelled_even_if_the_cancel_was_swallowed() -> None:
-    from ttsbridge.livekit._waits import cancel_pending, deliver_held_audio
+    from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio
 
     emitter, dst = _emitter()
 

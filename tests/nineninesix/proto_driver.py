@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from ttsbridge.engine import Event
-from ttsbridge.nineninesix.facts import ContextFacts
+from ttsbridge.nineninesix.facts import ContextFacts, NineninesixRequest
 from ttsbridge.nineninesix.protocol import NineninesixProtocol
 from ttsbridge.nineninesix.states import ContextState
 
@@ -23,7 +23,8 @@ class Driver:
         self.facts: dict[str, ContextFacts] = {}
 
     def open(self, cid: str, **kw: Any) -> ContextFacts:
-        self.facts[cid] = self.p.open_turn(cid, self.now, **kw)
+        request = NineninesixRequest(self.p.output_format, **kw)
+        self.facts[cid] = self.p.open_turn(cid, request, self.now)
         return self.facts[cid]
 
     def frames(self) -> list[dict[str, Any]]:

@@ -27,7 +27,8 @@ def client(url: str, **kw: Any) -> NineninesixClient:
 async def sent(c: NineninesixClient, text: str) -> Any:
     """A new context with ``text`` sent and the turn ended."""
     ctx = await c.open_context(FMT)
-    await ctx.end(text)
+    await ctx.send(text)
+    await ctx.end()
     return ctx
 
 
@@ -55,7 +56,7 @@ async def test_a_timeout_condemns_its_connection_and_the_other_turns_on_it_end_a
             assert isinstance(done[0], TTSTimeoutError) and not isinstance(done[0], TTSSilentConnectionError)
             assert isinstance(done[1], TTSSilentConnectionError), done[1]
             nxt = await c.open_context(FMT)
-            assert nxt._conn is not a._conn and c.connections_opened == 2
+            assert nxt.link is not a.link and c.connections_opened == 2
             await speaks(nxt, "t3 third")
         finally:
             await c.aclose()
@@ -69,11 +70,11 @@ async def test_a_suspect_connection_is_not_handed_out_and_is_closed_once_its_tur
         try:
             proxy.arm(Fault("blackhole"))
             a = await sent(c, "t1 first")
-            await wait_until(lambda: a._conn.suspect, 5)  # the timeout fired and pinged
+            await wait_until(lambda: a.link.suspect, 5)  # the timeout fired and pinged
             b = await c.open_context(FMT)
-            assert b._conn is not a._conn and a._conn.retired
+            assert b.link is not a.link and a.link.retired
             await speaks(b, "t2 second")
-            await wait_until(lambda: a._conn.ws is not None and a._conn.closed and proxy.open_links == 1, 5)
+            await wait_until(lambda: a.link.ws is not None and a.link.closed and proxy.open_links == 1, 5)
         finally:
             await c.aclose()
         await wait_until(lambda: proxy.open_links == 0, 5)
@@ -94,10 +95,11 @@ async def test_a_slow_server_answers_pings_and_its_turn_completes() -> None:
         c = client(srv.base_url, ping_after_silence=0.2, pong_timeout=0.3)
         try:
             ctx = await c.open_context(FMT)
-            await ctx.end("t1 slow")
+            await ctx.send("t1 slow")
+            await ctx.end()
             assert len(await collect(ctx, timeout=5)) == 4 * len(PCM)
             conn = c.connection_for(FMT)
-            assert conn is ctx._conn and conn.usable() and conn.latency is not None
+            assert conn is ctx.link and conn.usable() and conn.latency is not None
             assert c.connections_opened == 1
         finally:
             await c.aclose()
@@ -146,7 +148,7 @@ async def test_a_replay_keeps_the_first_attempts_deadline() -> None:
         try:
             proxy.arm(Fault("blackhole"))
             turn = await prov.open_turn(sample_rate=22050)
-            first = turn._ctx.facts
+            first = turn.facts
             await turn.send("t1 hello")
             await turn.end()
             try:
@@ -154,7 +156,7 @@ async def test_a_replay_keeps_the_first_attempts_deadline() -> None:
             except TTSTimeoutError as exc:
                 err: BaseException = exc
             assert turn.retries == 1 and not isinstance(err, TTSSilentConnectionError), err
-            replay = turn._ctx.facts
+            replay = turn.facts
             assert replay.not_after == replay_deadline(first, 1.2) < replay.last_sent + 1.2
         finally:
             await prov.aclose()
@@ -174,7 +176,7 @@ async def test_a_routine_check_turns_no_new_turn_away_from_a_shared_connection()
             a = await sent(c, "t1 first")
             assert conn._ping_at is not None and not conn.suspect  # the request's ping is out
             b = await sent(c, "t2 second")
-            assert b._conn is conn and a._conn is conn and c.connections_opened == 1
+            assert b.link is conn and a.link is conn and c.connections_opened == 1
             for ctx in (a, b):
                 assert len(await collect(ctx, timeout=5)) == 4 * 441 * 2
             assert conn.latency is not None and conn.usable()

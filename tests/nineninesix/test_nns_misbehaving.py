@@ -18,7 +18,7 @@ from loopback import LoopbackServer, Script, collect, nns_chunk, nns_done, no_cl
 from support import wait_until
 from ttsbridge.errors import TTSAPIError, TTSConnectionError
 from ttsbridge.nineninesix import NineninesixClient, NineninesixOptions, NineninesixTurnProvider, OutputFormat
-from ttsbridge.nineninesix.frames import NineninesixProtocolError
+from ttsbridge.nineninesix.wire import NineninesixProtocolError
 
 API_KEY = "sk_996_loopback_test_key"
 WAIT = 5.0
@@ -78,7 +78,8 @@ async def test_a_frame_the_client_cannot_parse_leaves_no_socket_or_task(bad: Any
         client = make_client(srv)
         try:
             ctx = await client.open_context(FMT)
-            await ctx.end("Hello.")
+            await ctx.send("Hello.")
+            await ctx.end()
             with pytest.raises(NineninesixProtocolError, match="malformed"):
                 await collect(ctx)
         finally:
@@ -139,7 +140,8 @@ async def test_the_close_after_a_socket_closing_error_completes_while_the_server
             waiting = await client.open_context(FMT)
             await waiting.send("Waiting for more text.")
             doomed = await client.open_context(FMT)
-            await doomed.end("Doomed.")
+            await doomed.send("Doomed.")
+            await doomed.end()
             for ctx in (doomed, waiting):  # the error is read as closing the socket: every turn on it fails
                 with pytest.raises(TTSAPIError, match="brand_new"):
                     await collect(ctx)
@@ -158,8 +160,9 @@ async def test_aclose_completes_while_the_server_keeps_streaming() -> None:
     async with loopback(flooding_server(floods)) as srv:
         client = make_client(srv)
         ctx = await client.open_context(FMT)
-        await ctx.end("Flood.")
-        await wait_until(lambda: ctx.audio_bytes > 0, WAIT)
+        await ctx.send("Flood.")
+        await ctx.end()
+        await wait_until(lambda: ctx.facts.audio_bytes > 0, WAIT)
         await asyncio.wait_for(client.aclose(), WAIT)
         with pytest.raises(TTSConnectionError, match="closed by the client"):
             await collect(ctx)
@@ -186,14 +189,16 @@ async def test_a_chunk_whose_data_is_not_base64_fails_only_its_turn_and_is_cance
         client = make_client(srv)
         try:
             broken = await client.open_context(FMT)
-            await broken.end("Broken.")
+            await broken.send("Broken.")
+            await broken.end()
             with pytest.raises(NineninesixProtocolError, match="data must be a base64 string, got int"):
                 await collect(broken)
             # the server is told to stop the broken turn; the connection carries the next turn
             await wait_until(lambda: {"context_id": broken.id, "cancel": True} in srv.messages, WAIT)
             fine = await client.open_context(FMT)
             assert fine.connection_reused
-            await fine.end("Fine.")
+            await fine.send("Fine.")
+            await fine.end()
             assert await collect(fine) == b"\x01\x00" * 160
         finally:
             await client.aclose()

@@ -1,4 +1,4 @@
-"""NineninesixTurn.take_ready against the emulator over loopback: the chunks already received, resampled
+"""EngineTurn.take_ready against the emulator over loopback: the chunks already received, resampled
 like the iterator's, bounded, in order; never the end; nothing once cancelled."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from support import wait_until
 from take_ready_checks import check_nothing_once_cancelled, drain, finish_and_compare, read_through_take_ready
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
-from ttsbridge.nineninesix.provider import NineninesixTurn
 
 S2 = "How can I help you today? Let me check that for you."
 
@@ -28,12 +28,12 @@ async def provider() -> AsyncIterator[NineninesixTurnProvider]:
             await p.aclose()
 
 
-async def received_whole_turn(provider: NineninesixTurnProvider, rate: int) -> NineninesixTurn:
+async def received_whole_turn(provider: NineninesixTurnProvider, rate: int) -> EngineTurn:
     """A turn whose audio and end have all been received (queued, nothing read yet)."""
     turn = await provider.open_turn(sample_rate=rate)
     await turn.send(S2)
     await turn.end()
-    ctx = turn.context
+    ctx = turn
     assert ctx is not None
     await wait_until(lambda: ctx.facts.state.terminal, timeout=10.0)
     return turn

@@ -15,12 +15,12 @@ import pytest
 
 from support import wait_until as poll
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig, Fault
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSConnectionError, TTSTimeoutError
 from ttsbridge.nineninesix import (
     ContextState,
     NineninesixClient,
     NineninesixOptions,
-    NineninesixTurn,
     NineninesixTurnProvider,
     OutputFormat,
 )
@@ -111,16 +111,17 @@ async def test_cancel_while_the_retry_opens_its_fresh_context_cancels_that_conte
     turn = await provider.open_turn(sample_rate=16000)
     first_id = turn.id
     client = provider.client
-    open_context = client.open_context
+    dial = client.dial
     cancelled: list[bool] = []
 
-    async def open_context_racing_cancel(*args: Any, **kw: Any) -> Any:
+    async def dial_racing_cancel(*args: Any, **kw: Any) -> Any:
         # The barge-in lands while the retry is opening its fresh context (e.g. reconnecting).
-        await asyncio.wait_for(turn.cancel(), WAIT)
-        cancelled.append(True)
-        return await open_context(*args, **kw)
+        if kw.get("retry"):
+            await asyncio.wait_for(turn.cancel(), WAIT)
+            cancelled.append(True)
+        return await dial(*args, **kw)
 
-    client.open_context = open_context_racing_cancel  # type: ignore[method-assign]
+    client.dial = dial_racing_cancel  # type: ignore[method-assign]
     try:
         await turn.send(S1)
         await turn.end()
@@ -150,7 +151,7 @@ async def test_two_concurrent_cancels_both_wait_for_the_ack_and_leave_nothing_be
 
         async def cancel() -> None:
             await ctx.cancel()
-            states.append(ctx.state)
+            states.append(ctx.facts.state)
 
         await asyncio.wait_for(asyncio.gather(cancel(), cancel()), WAIT)
         # both returned once the server confirmed the cancel
@@ -171,7 +172,7 @@ async def test_cancel_before_any_text_does_not_wait_for_the_timeout(emu: Emulato
         await asyncio.wait_for(turn.cancel(), 2.0)
         assert turn.done
         assert await collect(turn, 1.0) == b""
-        ctx = turn.context
+        ctx = turn
         assert ctx is not None
         conn = provider.client.connection_for(OutputFormat(sample_rate=16000))
         assert conn is not None and not conn.contexts and ctx.id not in conn.protocol.contexts
@@ -210,10 +211,10 @@ async def test_cancel_after_the_connection_dropped_ends_the_iterator_quietly(emu
     try:
         turn = await provider.open_turn(sample_rate=16000)
         await turn.send(S1)  # not ended: waits for more text
-        ctx = turn.context
+        ctx = turn
         assert ctx is not None
         await emu.drop_connections()
-        await poll(lambda: ctx.done)
+        await poll(lambda: ctx.settled)
         await asyncio.wait_for(turn.cancel(), 1.0)
         # the caller cancelled the turn: its iterator stops, without an error nobody asked for
         assert await collect(turn, 1.0) == b""
@@ -259,7 +260,7 @@ async def test_breaking_out_of_a_context_iterator_cancels_it(emu: Emulator) -> N
         async for _ in ctx:
             break
         await emu.wait_until(lambda: emu.stats.contexts_cancelled == 1, WAIT)
-        await poll(lambda: ctx.done)
+        await poll(lambda: ctx.settled)
         conn = client.connection_for(OutputFormat(sample_rate=16000))
         assert conn is not None
         await poll(lambda: not conn.contexts and not conn.protocol.contexts)
@@ -325,7 +326,7 @@ async def test_aclose_during_a_retry_backoff_fails_the_turn_at_once_and_opens_no
 async def test_aclose_fails_every_open_turn_promptly(emu: Emulator) -> None:
     emu.config.realtime_factor = 1.0
     provider = make_provider(emu)
-    turns: list[NineninesixTurn] = []
+    turns: list[EngineTurn] = []
     for text in (S1, S2):
         turn = await provider.open_turn(sample_rate=16000)
         await turn.send(text)
@@ -448,10 +449,10 @@ async def test_a_turn_whose_idle_socket_closed_before_its_first_text_reopens(emu
         await provider.prewarm(sample_rate=16000)
         turn = await provider.open_turn(sample_rate=16000)  # on the pooled socket, opened just now
         assert emu.stats.ws_connections == 1
-        ctx = turn.context
+        ctx = turn
         assert ctx is not None
         await emu.wait_until(lambda: emu.stats.ws_open == 0, WAIT)
-        await poll(lambda: ctx.done)
+        await poll(lambda: ctx.facts.state.terminal)
         emu.config.idle_timeout_s = None
         await turn.send(S1)
         await turn.end()
@@ -516,21 +517,23 @@ async def test_cancel_while_the_retry_replays_the_text_ends_the_iterator_quietly
     provider = make_provider(emu, retry_backoff=0.01)
     turn = await provider.open_turn(sample_rate=16000)
     client = provider.client
-    open_context = client.open_context
+    dial = client.dial
 
-    async def open_context_then_cancel(*args: Any, **kw: Any) -> Any:
-        ctx = await open_context(*args, **kw)
-        # the barge-in lands once the fresh context exists, while the turn's text is being replayed on it
-        send = ctx.send
+    async def dial_then_cancel(*args: Any, **kw: Any) -> Any:
+        link, reused = await dial(*args, **kw)
+        if kw.get("retry"):
+            # the barge-in lands once the fresh context exists, while the turn's text is being replayed on it
+            flush = link.flush
 
-        async def send_racing_cancel(text: str) -> None:
-            await asyncio.wait_for(turn.cancel(), WAIT)
-            await send(text)
+            async def flush_racing_cancel(timeout: float | None = None) -> None:
+                link.flush = flush
+                await asyncio.wait_for(turn.cancel(), WAIT)
+                await flush(timeout)
 
-        ctx.send = send_racing_cancel  # type: ignore[method-assign]
-        return ctx
+            link.flush = flush_racing_cancel
+        return link, reused
 
-    client.open_context = open_context_then_cancel  # type: ignore[method-assign]
+    client.dial = dial_then_cancel  # type: ignore[method-assign]
     try:
         await turn.send(S1)
         await turn.send(S2)

@@ -41,7 +41,7 @@ from pipecat.frames.frames import (
 
 from support import wait_until
 from ttsbridge.emulator import Emulator
-from ttsbridge.nineninesix.provider import NineninesixTurn
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.pipecat import NineninesixTTSService
 from ttsbridge.turns import Turn
 
@@ -125,7 +125,7 @@ class _SlowConsumer:
     def __init__(
         self, tts: NineninesixTTSService, monkeypatch: pytest.MonkeyPatch, *, hold_second: bool = False
     ) -> None:
-        self.turns: list[NineninesixTurn] = []
+        self.turns: list[EngineTurn] = []
         self.taken: list[tuple[int, bool]] = []  # (bytes returned, the turn was cancelled)
         self.appended = 0
         self._hold_second = hold_second
@@ -133,9 +133,9 @@ class _SlowConsumer:
         monkeypatch.setattr(tts.provider, "open_turn", self.open_turn)
         monkeypatch.setattr(tts, "append_to_audio_context", self.append)
 
-    async def open_turn(self, **kwargs: Any) -> NineninesixTurn:
+    async def open_turn(self, **kwargs: Any) -> EngineTurn:
         turn = await self._open(**kwargs)
-        assert isinstance(turn, NineninesixTurn)
+        assert isinstance(turn, EngineTurn)
         real = turn.take_ready
 
         def take_ready(max_bytes: int) -> bytes:
@@ -152,7 +152,7 @@ class _SlowConsumer:
             self.appended += 1
             turn = self.turns[-1]
             if self.appended == 1:
-                ctx = turn.context
+                ctx = turn
                 assert ctx is not None
                 await wait_until(lambda: ctx.facts.state.terminal, timeout=10.0)
             elif self.appended == 2 and self._hold_second:

@@ -307,6 +307,7 @@ class PhraseCache:
         *,
         sample_rate: int,
         segments: Sequence[str] | None = None,
+        timeout: float | None = None,
         **overrides: Any,
     ) -> Turn:
         """A turn for ``text`` (see :meth:`TurnProvider.open_phrase`): a :class:`CachedTurn` on a hit, else the
@@ -314,13 +315,13 @@ class PhraseCache:
         cached). The caller sends ``segments`` (default ``[text]``) and ends the turn as usual."""
         key = self.key_for(provider, text, sample_rate=sample_rate, segments=segments, **overrides)
         if key is None or not text.strip():
-            return await provider.open_turn(sample_rate=sample_rate, **overrides)
+            return await provider.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
         entry = await self.lookup(key)
         if entry is not None and entry.sample_rate == sample_rate:
             self._count(hit=True)
             return CachedTurn(entry, sample_rate=sample_rate, provider=provider.provider)
         self._count(hit=False)
-        inner = await provider.open_turn(sample_rate=sample_rate, **overrides)
+        inner = await provider.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
         turn: RecordingTurn
 
         def complete(pcm: bytes) -> None:

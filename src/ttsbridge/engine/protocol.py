@@ -4,11 +4,15 @@ A :class:`TurnProtocol` is the state of one connection and of every turn on it. 
 clock: the caller passes ``now`` (seconds, any monotonic clock; the engine uses the event loop's).
 
 - inputs:   :meth:`receive` (one frame), :meth:`connection_lost`, :meth:`tick` (fires due deadlines)
-- commands: :meth:`open_turn`, :meth:`send_text`, :meth:`end_turn`, :meth:`cancel_turn`: they queue frames
+- commands: :meth:`open_turn` (``turn_id, request, now``: the provider's typed request), :meth:`send_text`,
+            :meth:`end_turn`, :meth:`cancel_turn` (``turn_id, now``): one signature each; they queue frames
+- answers:  :meth:`retry_plan` (a failed turn: retry at ``not_before`` with which request, or give up with
+            which error), :meth:`usage` (the turn's bill by the provider's rule), :meth:`wire_format`
 - outputs:  :meth:`data_to_send` (frames to write, in order), :meth:`events_received` (events, in order),
             :meth:`next_deadline` (when :meth:`tick` must be called next), :meth:`awaiting_since` (since when
             the server owes something: the engine's liveness check starts from it)
-- queries:  :attr:`closed`, :meth:`turn_state`, :meth:`live_turns`, per-turn facts (providers add theirs)
+- queries:  :attr:`closed`, :attr:`sample_rate` (the wire rate of its audio), the turn's facts (the
+            :class:`TurnFacts` record :meth:`open_turn` returns, written only by the protocol)
 - handshake: :meth:`connect_request` (URL, headers, subprotocols; secrets masked in its repr) and
             :meth:`handshake_failed` (the typed error for a rejected upgrade)
 
@@ -19,15 +23,56 @@ deadlines. The asyncio side (:class:`~ttsbridge.engine.connection.Connection`) o
 from __future__ import annotations
 
 import abc
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ttsbridge._redact import redact
 from ttsbridge.engine.events import Event
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSTimeoutError
 
+if TYPE_CHECKING:
+    from ttsbridge.policy.usage import TurnUsage
+    from ttsbridge.turns import Turn
+
 Frame = str | bytes
+
+
+class TurnFacts(Protocol):
+    """What the engine's turn reads of the protocol's record of one turn (attempt): written only by the
+    protocol, read live (never copied)."""
+
+    @property
+    def characters_sent(self) -> int: ...
+
+    @property
+    def audio_bytes(self) -> int: ...
+
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RetryPlan:
+    """The protocol's answer for a failed turn that is retried: a new attempt ``turn_id`` opened with
+    ``request`` (its replay included) on a connection dialled at ``dial_at`` (default ``not_before``), whose
+    first request goes out no earlier than ``not_before`` (loop time)."""
+
+    turn_id: str
+    request: Any
+    not_before: float
+    dial_at: float | None = None
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """The protocol's answer for a failed turn that is not retried: it fails with ``error`` (None: the error
+    of its :class:`~ttsbridge.engine.events.TurnFailed`)."""
+
+    error: TTSBridgeError | None = None
 
 
 @dataclass(frozen=True)
@@ -154,8 +199,10 @@ class TurnProtocol(abc.ABC):
     # --- commands (queue frames; never I/O) ---------------------------------------------------------------
 
     @abc.abstractmethod
-    def open_turn(self, turn_id: str, now: float, **options: Any) -> None:
-        """Start a turn. Raises :class:`~ttsbridge.errors.TTSConnectionError` once :attr:`closed`."""
+    def open_turn(self, turn_id: str, request: Any, now: float) -> TurnFacts:
+        """Start a turn with the provider's typed ``request`` (options, replay of an earlier attempt, hold):
+        its record, written only here. Raises :class:`~ttsbridge.errors.TTSConnectionError` once
+        :attr:`closed`."""
 
     @abc.abstractmethod
     def send_text(self, turn_id: str, text: str, now: float) -> None:
@@ -169,6 +216,33 @@ class TurnProtocol(abc.ABC):
     def cancel_turn(self, turn_id: str, now: float) -> None:
         """Barge-in: stop the turn (its end event follows, at once or on the server's acknowledgement)."""
 
+    # --- answers ------------------------------------------------------------------------------------------
+
+    def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
+        """The turn failed (its :class:`~ttsbridge.engine.events.TurnFailed` was emitted): whether it is
+        retried, and how. Asked once per failure, by the engine's turn; the protocol counts the attempt.
+        Default: never retried."""
+        return GiveUp()
+
+    def usage(self, facts: Any, turn: Turn) -> TurnUsage | None:
+        """The turn's usage by the provider's billing rule, from ``facts`` (its record) and what the turn
+        knows (outcome, error, characters heard); None: the interface's default (billed as sent)."""
+        return None
+
+    def wire_format(self) -> str:
+        """``"<encoding>@<rate>"`` of this connection's audio; empty when not known (yet)."""
+        return ""
+
+    #: Each ``send_text`` is rendered on its own and its end reported in :meth:`rendered` (Kitta, flushing
+    #: every send: a segment ended by its ``usage``).
+    reports_send_ends: bool = False
+
+    def rendered(self, facts: Any) -> list[tuple[int, float]]:
+        """Where the server said the audio of the turn's text so far is complete: ``(characters of the text,
+        seconds of its audio)`` from the turn's start (:attr:`~ttsbridge.turns.Turn.rendered`); [] when it
+        says so only at the turn's end."""
+        return []
+
     # --- queries ------------------------------------------------------------------------------------------
 
     @property
@@ -176,13 +250,9 @@ class TurnProtocol(abc.ABC):
     def closed(self) -> bool:
         """True once the connection failed or was closed: no turn can be opened on it any more."""
 
-    @abc.abstractmethod
-    def turn_state(self, turn_id: str) -> Hashable | None:
-        """The turn's state (a provider enum), or None for a turn this connection does not know."""
-
-    @abc.abstractmethod
-    def live_turns(self) -> Sequence[str]:
-        """Ids of the turns not yet over."""
+    #: The rate of the PCM16 its :class:`~ttsbridge.engine.events.AudioReceived` carry (None until known:
+    #: Kitta's comes with ``ready``).
+    sample_rate: int | None = None
 
 
-__all__ = ["ConnectRequest", "Frame", "TurnProtocol", "describe_close"]
+__all__ = ["ConnectRequest", "Frame", "GiveUp", "RetryPlan", "TurnFacts", "TurnProtocol", "describe_close"]

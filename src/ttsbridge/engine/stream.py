@@ -30,10 +30,11 @@ def _settle(fut: asyncio.Future[bool], value: bool) -> None:
 class TurnStream:
     """Events of one turn, in order. ``feed`` is called by the connection's dispatch (a plain callable sink)."""
 
-    __slots__ = ("_end", "_items", "_waiter")
+    __slots__ = ("_end", "_items", "_stopped", "_waiter")
 
     def __init__(self) -> None:
         self._items: deque[TurnEvent] = deque()
+        self._stopped = False
         self._waiter: asyncio.Future[None] | None = None
         self._end: asyncio.Future[bool] | None = None  # only while someone awaits the turn's end
 
@@ -41,6 +42,10 @@ class TurnStream:
         self.feed(event)
 
     def feed(self, event: TurnEvent) -> None:
+        if self._stopped:  # nothing more is delivered once stopped; a wait for the end still ends
+            if self._end is not None and type(event) is not AudioReceived:
+                _settle(self._end, True)
+            return
         self._items.append(event)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -65,7 +70,10 @@ class TurnStream:
     def stop(self) -> None:
         """Drop what is queued and end the iteration (barge-in: nothing more is yielded)."""
         self._items.clear()
-        self.feed(_STOP)
+        self._stopped = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def pending(self) -> int:
         return len(self._items)
@@ -98,6 +106,8 @@ class TurnStream:
             return items.popleft()
         loop = asyncio.get_running_loop()
         while not items:
+            if self._stopped:
+                return _STOP
             if deadline is not None and loop.time() >= deadline:
                 return None
             waiter = self._waiter = loop.create_future()

@@ -2,13 +2,15 @@
 
 * :mod:`~ttsbridge.kitta.models`: wire models and :class:`KittaOptions`.
 * :mod:`~ttsbridge.kitta.protocol`: the sans-I/O session state machine.
-* :mod:`~ttsbridge.kitta.client`: the asyncio client (:class:`KittaClient`, :class:`KittaGeneration`).
-* :mod:`~ttsbridge.kitta.provider`: :class:`KittaTurnProvider` for the framework adapters.
+* :mod:`~ttsbridge.kitta.client`: the asyncio client (:class:`KittaClient`: key, URL, knobs) and
+  :mod:`~ttsbridge.kitta.connection` (:class:`KittaConnection`: one WebSocket = one session).
+* :mod:`~ttsbridge.kitta.provider`: :class:`KittaTurnProvider` for the framework adapters (its turns are the
+  engine's :class:`~ttsbridge.engine.turn.EngineTurn`).
 """
 
 from __future__ import annotations
 
-from ttsbridge.kitta.client import KittaAudio, KittaClient, KittaGeneration, KittaSession, build_url
+from ttsbridge.kitta.client import KittaClient, KittaConnection, build_url
 from ttsbridge.kitta.models import (
     DEFAULT_BASE_URL,
     MODEL_CAPABILITIES,
@@ -21,26 +23,25 @@ from ttsbridge.kitta.protocol import (
     KittaLimitError,
     KittaProtocol,
     KittaProtocolError,
+    KittaRequest,
     State,
     split_text,
 )
-from ttsbridge.kitta.provider import KittaTurn, KittaTurnProvider
+from ttsbridge.kitta.provider import KittaTurnProvider
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "MODEL_CAPABILITIES",
     "SUBPROTOCOL",
-    "KittaAudio",
     "KittaClient",
+    "KittaConnection",
     "KittaConnectionClosed",
-    "KittaGeneration",
     "KittaLimitError",
     "KittaLimits",
     "KittaOptions",
     "KittaProtocol",
     "KittaProtocolError",
-    "KittaSession",
-    "KittaTurn",
+    "KittaRequest",
     "KittaTurnProvider",
     "State",
     "build_url",

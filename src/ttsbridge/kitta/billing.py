@@ -1,5 +1,5 @@
 """Kitta's billing rule, written once: :data:`KITTA` (the table) and :func:`session_units` (a session's units
-as the protocol records them); :class:`~ttsbridge.kitta.turn.KittaTurn` ``usage`` applies the one to the other.
+as the protocol records them); :meth:`KittaProtocol.usage <ttsbridge.kitta.protocol.KittaProtocol.usage>` applies the one to the other.
 
 Text accumulates until a flush; each non-empty flushed segment is a unit, reserved at the flush, committed
 (billed) at its first audio frame, refunded if the session ends before any of its audio (failure, cancel,
@@ -12,11 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
+from ttsbridge.errors import TTSAPIError
 from ttsbridge.kitta.segments import Segment, SegmentStatus
-from ttsbridge.policy.usage import FAILED_BY_SERVER, FAILED_LOCALLY, Billed, BillingRule, BillingUnit
+from ttsbridge.policy.usage import (
+    FAILED_BY_SERVER,
+    FAILED_LOCALLY,
+    Billed,
+    BillingRule,
+    BillingUnit,
+    TurnEnd,
+    TurnUsage,
+)
 
-__all__ = ["KITTA", "session_units"]
+if TYPE_CHECKING:
+    from ttsbridge.kitta.facts import TurnFacts
+    from ttsbridge.turns import Turn
+
+__all__ = ["KITTA", "session_units", "turn_usage"]
 
 KITTA = BillingRule(
     provider="kitta",
@@ -47,3 +61,27 @@ def session_units(segments: Iterable[Segment], finish_units: int | None) -> list
         )
         for seg in segments
     ]
+
+
+def turn_usage(
+    segments: Iterable[Segment], finish_units: int | None, rate: int | None, facts: TurnFacts, turn: Turn
+) -> TurnUsage:
+    """:data:`KITTA` over the current session's units (:func:`session_units`: its segments and their
+    statuses, or its ``finish`` count). Earlier (retried) sessions add the units their ``usage`` events
+    reported (a retry never follows a part-delivered segment)."""
+    earlier = facts.units - (finish_units or 0)  # the facts add this session's finish units too
+    units = session_units(segments, finish_units)
+    ended = turn.outcome
+    basis = KITTA.basis(ended, by_server=isinstance(turn.error, TTSAPIError))
+    return TurnUsage(
+        provider=KITTA.provider,
+        turn_id=turn.id,
+        characters_sent=facts.characters_sent,
+        characters_billed=earlier + KITTA.billed(units, basis),
+        characters_heard=turn.characters_heard,
+        audio_seconds=facts.audio_bytes / 2 / rate if rate else 0.0,
+        ended=None if ended is None else TurnEnd(ended),
+        error_code=turn.error_code,
+        characters_reserved=0 if ended is not None else KITTA.reserved(units, basis),
+        retries=facts.retries,
+    )

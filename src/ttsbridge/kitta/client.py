@@ -1,11 +1,9 @@
-"""asyncio client for Kitta Realtime TTS v2, on the shared turn engine.
+"""asyncio client for Kitta Realtime TTS v2, on the shared turn engine: the key, the URL and the knobs.
 
-* :class:`~ttsbridge.kitta.session.KittaSession` is one WebSocket connection = one server session, on the
-  engine's :class:`~ttsbridge.engine.Connection`; a *deferred* session (:meth:`KittaClient.preconnect`)
-  connects and authenticates but holds ``start`` until a generation opens its turn on it.
-* :class:`~ttsbridge.kitta.generation.KittaGeneration` is one user-intended generation; its retries (derived
-  ``request_id``, replay of never-delivered segments, backoff from the failure) are decided by the protocol.
-* :class:`KittaClient` holds the key, the URL and the knobs, and makes both.
+It makes the connections (:class:`~ttsbridge.kitta.connection.KittaConnection`: one WebSocket = one server
+session, each with its :class:`~ttsbridge.kitta.protocol.KittaProtocol`) that the provider's turns
+(:class:`~ttsbridge.engine.turn.EngineTurn`) run on: :meth:`KittaClient.connect` for a turn's attempt,
+:meth:`KittaClient.preconnect` for a warm standby whose ``start`` is held until a turn adopts it.
 
 The key travels only in the ``Authorization`` header (or the in-band ``auth`` frame with ``auth="frame"``),
 never in the URL, and never reaches a log line: the engine's websockets logger masks it, frames included.
@@ -15,20 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-import weakref
-from collections.abc import AsyncIterator
 
 from ttsbridge import _keys
 from ttsbridge._redact import mask_key
 from ttsbridge.engine.connection import PING_AFTER_SILENCE, PONG_TIMEOUT, check_liveness_knobs
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
-from ttsbridge.kitta.generation import KittaAudio, KittaGeneration
-from ttsbridge.kitta.handshake import build_url, retry_request_id
-from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
+from ttsbridge.kitta.catalog import build_url, retry_request_id
+from ttsbridge.kitta.connection import ConnectSettings, KittaConnection
+from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions, StartRequest
 from ttsbridge.kitta.protocol import KittaProtocol
-from ttsbridge.kitta.session import KittaSession
 
-__all__ = ["KittaAudio", "KittaClient", "KittaGeneration", "KittaSession", "build_url", "retry_request_id"]
+__all__ = ["KittaClient", "KittaConnection", "build_url", "resolve_api_key", "retry_request_id"]
 
 API_KEY_ENV = "KITTA_API_KEY"
 
@@ -125,8 +120,7 @@ class KittaClient:
         self.ping_interval = ping_interval
         self.ping_after_silence = ping_after_silence
         self.pong_timeout = float(pong_timeout)
-        self._sessions: set[KittaSession] = set()
-        self._generations: weakref.WeakSet[KittaGeneration] = weakref.WeakSet()
+        self._connections: set[KittaConnection] = set()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -146,21 +140,18 @@ class KittaClient:
     def closed(self) -> bool:
         return self._closed
 
-    def track(self, item: KittaSession | KittaGeneration) -> None:
-        """Register a live session or generation (so that :meth:`aclose` reaches it)."""
-        if isinstance(item, KittaSession):
-            self._sessions.add(item)
-        else:
-            self._generations.add(item)
+    @property
+    def settings(self) -> ConnectSettings:
+        """The knobs each new connection is made with."""
+        return ConnectSettings(
+            self.connect_timeout, self.close_timeout, self.ping_interval, self.ping_after_silence,
+            self.pong_timeout, self.proxy,
+        )  # fmt: skip
 
-    def untrack(self, session: KittaSession) -> None:
-        """A session whose task is over: nothing of it is kept."""
-        self._sessions.discard(session)
-
-    def _new_protocol(self, label: str, options: KittaOptions) -> KittaProtocol:
+    def _new_protocol(self, label: str, request: StartRequest) -> KittaProtocol:
         """A protocol for one new connection (no turn on it yet); ``label`` names it in logs."""
         return KittaProtocol(
-            request=options.start_request(),
+            request=request,
             auth=self.auth,
             token=self._api_key,
             limits=self.limits,
@@ -176,67 +167,31 @@ class KittaClient:
 
     # ------------------------------------------------------------------------------------------------- API
 
-    def session(self, options: KittaOptions | None = None, *, request_id: str | None = None) -> KittaSession:
-        """Start a session now (connect, authenticate, start in the background); ``wait_ready`` waits until it
-        is ready."""
+    def connect(self, label: str, options: KittaOptions | None = None) -> KittaConnection:
+        """A new connection, connecting and authenticating in the background; a turn opens on it at once
+        (its text waits in the protocol until the socket is up). ``label`` names it until then."""
         if self._closed:
             raise TTSConnectionError("kitta: client is closed", retryable=False)
-        rid = request_id or str(uuid.uuid4())
-        proto = self._new_protocol(rid, self._options(options))
-        proto.open_turn(rid, asyncio.get_running_loop().time())
-        return KittaSession(self, proto)
+        proto = self._new_protocol(label, self._options(options).start_request())
+        conn = KittaConnection(self.settings, proto, closed=lambda: self._closed, on_release=self._release)
+        self._connections.add(conn)
+        return conn
 
-    def preconnect(self, options: KittaOptions | None = None) -> KittaSession:
+    def preconnect(self, options: KittaOptions | None = None) -> KittaConnection:
         """A warm connection: connects and authenticates in the background but holds ``start``, so no server
-        session exists until a generation adopts it (``generation(session=...)``) with its own request_id."""
-        if self._closed:
-            raise TTSConnectionError("kitta: client is closed", retryable=False)
-        placeholder = f"standby-{uuid.uuid4().hex[:12]}"  # never sent: begin() sets the turn's request_id
-        return KittaSession(self, self._new_protocol(placeholder, self._options(options)))
+        session exists until a turn opens on it with its own request_id."""
+        return self.connect(f"standby-{uuid.uuid4().hex[:12]}", options)  # the label is never sent
 
-    def generation(
-        self,
-        options: KittaOptions | None = None,
-        *,
-        request_id: str | None = None,
-        session: KittaSession | None = None,
-        not_before: float | None = None,
-    ) -> KittaGeneration:
-        """A new generation; adopts ``session`` (e.g. a ready standby) or starts connecting one now. Its
-        ``start`` goes out no earlier than ``not_before`` (loop time)."""
-        if self._closed:
-            raise TTSConnectionError("kitta: client is closed", retryable=False)
-        opts = self._options(options)
-        if request_id is not None and not 1 <= len(request_id) <= 128:
-            raise TTSInvalidOptionError("request_id", request_id, "1-128 characters")
-        return KittaGeneration(self, opts, request_id=request_id, session=session, not_before=not_before)
-
-    async def synthesize(
-        self, text: str, options: KittaOptions | None = None, *, request_id: str | None = None
-    ) -> AsyncIterator[bytes]:
-        """One text -> PCM16 at ``options.sample_rate`` (or the server's rate when None). A failure after audio
-        first yields all the audio received (the resampler's tail too), then raises."""
-        from ttsbridge.kitta.turn import resampled
-
-        opts = self._options(options)
-        gen = self.generation(opts, request_id=request_id)
-        try:
-            await gen.send(text, flush=True)
-            await gen.stop()
-            async for pcm in resampled(gen, opts.sample_rate):
-                yield pcm
-        finally:
-            await gen.aclose()
+    def _release(self, conn: KittaConnection) -> None:
+        self._connections.discard(conn)
 
     async def aclose(self) -> None:
-        """Close every session; open generations fail with a connection error."""
+        """Close every connection; a turn on one fails with a connection error (not retried)."""
         self._closed = True
         err = TTSConnectionError("kitta: client closed", retryable=False)
-        for gen in list(self._generations):
-            await gen.abort(err)  # a generation waiting to retry fails now, and starts no session
-        sessions = list(self._sessions)
-        if sessions:
-            await asyncio.gather(*(s.close(1000, "client closed") for s in sessions), return_exceptions=True)
+        conns = list(self._connections)
+        if conns:
+            await asyncio.gather(*(c.abort(err) for c in conns), return_exceptions=True)
 
     async def __aenter__(self) -> KittaClient:
         return self

@@ -4,7 +4,8 @@ turn (one server session, one ``request_id``); the engine's :class:`~ttsbridge.e
 Everything that decides lives here (clock passed in): the phase table (:mod:`.states`), the limits and audio
 order (:mod:`.segments`), server events (:mod:`.receiving`), the handshake (:mod:`.handshake`), held starts
 and the "server owes us something" deadline (:meth:`~KittaProtocol.tick`), and retries (:mod:`.retry`): on a
-retryable failure :attr:`~KittaProtocol.successor` is the turn's next attempt on a new connection.
+retryable failure :meth:`~KittaProtocol.retry_plan` answers the turn's next attempt (a new connection, a
+derived request_id, the never-delivered segments replayed).
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
-from ttsbridge.engine.protocol import TurnProtocol
-from ttsbridge.errors import TTSBridgeError, TTSSilentConnectionError, TTSTimeoutError
-from ttsbridge.kitta import retry
-from ttsbridge.kitta.handshake import KittaHandshake
+from ttsbridge.engine.protocol import GiveUp, RetryPlan, TurnProtocol
+from ttsbridge.errors import TTSBridgeError, TTSTimeoutError
+from ttsbridge.kitta.billing import turn_usage
+from ttsbridge.kitta.catalog import KittaHandshake
+from ttsbridge.kitta.facts import KittaRequest, Outcome, Replay, TurnFacts, not_before_next, plan_retry
 from ttsbridge.kitta.models import AuthEvent, KittaLimits, StartEvent, StartRequest
 from ttsbridge.kitta.receiving import ServerEvents
-from ttsbridge.kitta.retry import Outcome, TurnFacts
+from ttsbridge.policy.usage import TurnUsage
+
+if TYPE_CHECKING:
+    from ttsbridge.turns import Turn
 from ttsbridge.kitta.segments import AudioOrder, Segment, SegmentStatus, TextQueue
 from ttsbridge.kitta.states import LIVE, TERMINAL, TRANSITIONS, State
 from ttsbridge.kitta.wire import (
@@ -30,7 +36,6 @@ from ttsbridge.kitta.wire import (
     KittaProtocolError,
     decode,
     encode,
-    error_from_close,
     error_from_event,
     split_text,
 )
@@ -38,7 +43,7 @@ from ttsbridge.kitta.wire import (
 # fmt: off
 __all__ = [
     "RETRYABLE_CLOSE_CODES", "KittaConnectionClosed", "KittaLimitError", "KittaProtocol", "KittaProtocolError",
-    "Outcome", "Segment", "SegmentStatus", "State", "TurnFacts", "decode", "encode", "error_from_event",
+    "KittaRequest", "Outcome", "Replay", "Segment", "SegmentStatus", "State", "TurnFacts", "decode", "encode", "error_from_event",
     "split_text",
 ]
 # fmt: on
@@ -72,8 +77,10 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     error: TTSBridgeError | None = field(default=None, init=False)
     turn_id: str | None = field(default=None, init=False)
     facts: TurnFacts | None = field(default=None, init=False, repr=False)
-    #: The turn's next attempt, after a failure that is retried.
-    successor: KittaProtocol | None = field(default=None, init=False, repr=False)
+    #: The turn's next attempt, after a failure that is retried (what :meth:`retry_plan` answers).
+    plan: RetryPlan | None = field(default=None, init=False, repr=False)
+    #: Every ``send_text`` closes its segment (the request's ``flush_each_send``).
+    flush_each_send: bool = field(default=False, init=False)
     #: ``(code, reason)`` the I/O layer closes the socket with, once the outcome is known.
     close_request: tuple[int, str] | None = field(default=None, init=False)
     sample_rate: int | None = field(default=None, init=False)
@@ -143,21 +150,6 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         """True if no segment is part-way delivered (so the rest can be replayed on a new session)."""
         return self._text.segments.can_resume()
 
-    def turn_state(self, turn_id: str) -> State | None:
-        return self.state if turn_id == self.turn_id else None
-
-    def live_turns(self) -> list[str]:
-        facts = self.facts
-        return (
-            [self.turn_id] if self.turn_id and facts and facts.outcome is None and not self.terminal else []
-        )
-
-    def connect_at(self) -> float | None:
-        """When a held attempt's connection should open: its handshake overlaps the end of its backoff."""
-        if self._start_at is None or self._start_due:
-            return None
-        return self._start_at - retry.PRECONNECT_LEAD
-
     def next_deadline(self) -> float | None:
         """When :meth:`tick` must be called next (a held start, or the server's silence bound)."""
         if self.terminal:
@@ -169,17 +161,11 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
 
     # ------------------------------------------------------------------------------------------- commands
 
-    def open_turn(
-        self,
-        turn_id: str,
-        now: float,
-        *,
-        request: StartRequest | None = None,
-        not_before: float | None = None,
-        facts: TurnFacts | None = None,
-    ) -> None:
+    def open_turn(self, turn_id: str, request: KittaRequest | None, now: float) -> TurnFacts:
         """Open the connection's one turn: ``start`` with ``turn_id`` goes out once authenticated, and not
-        before ``not_before``. ``request`` replaces the start request (a standby serves any options)."""
+        before ``request.not_before``. ``request.start`` replaces the start request (a standby serves any
+        options); a retry's ``request.facts`` and ``request.replay`` carry the turn over."""
+        request = request or KittaRequest()
         if self.turn_id is not None:
             raise KittaProtocolError("kitta: this connection already carries a turn")
         if self.terminal:
@@ -187,12 +173,19 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         if not 1 <= len(turn_id) <= 128:
             raise ValueError("request_id must have 1-128 characters")
         self.turn_id = self._order.label = self._text.label = turn_id
-        if request is not None:
-            self.request = request
-        self.facts = facts or TurnFacts(base_id=turn_id, ids=[turn_id])
+        if request.start is not None:
+            self.request = request.start
+        self.flush_each_send = request.flush_each_send
+        if request.event_timeout is not None:
+            self.event_timeout = request.event_timeout
+        self.facts = facts = request.facts or TurnFacts(base_id=turn_id, ids=[turn_id])
+        if request.replay is not None:
+            self._text.replay(request.replay.segments, request.replay.buffer, request.replay.stop)
+        not_before = request.not_before
         self._start_at = now if not_before is None else max(now, not_before)
         self._last_event_at = now  # the server owes us 'ready' from now on
         self.tick(now)
+        return facts
 
     def _check_open(self, turn_id: str, what: str) -> None:
         if turn_id != self.turn_id:
@@ -214,6 +207,8 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
             self._text.text(text)
             assert self.facts is not None
             self.facts.characters_sent += len(text)
+        if self.flush_each_send:
+            self._text.flush()
 
     def flush(self, turn_id: str, now: float) -> bool:
         """Close the current segment (a billed unit of generation). No-op (False) if nothing but
@@ -228,9 +223,22 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
             return
         self._last_sent = now
         self._text.stop()
+        if self.facts is not None:
+            self.facts.ended = True
 
     def cancel_turn(self, turn_id: str, now: float) -> None:
-        """Close the session: nothing more is sent or delivered; unflushed text is never billed."""
+        """Close the session: nothing more is sent or delivered; unflushed text is never billed. A turn
+        already over whose end the caller did not see yet counts as cancelled: a barge-in wins over an end
+        nobody consumed (its error is not reported)."""
+        facts = self.facts
+        if turn_id != self.turn_id or facts is None:
+            return
+        if facts.outcome is not None and facts.outcome is not Outcome.CANCELLED:
+            facts.outcome, facts.error = Outcome.CANCELLED, None
+            return
+        self._cancel(turn_id)
+
+    def _cancel(self, turn_id: str) -> None:
         facts = self.facts
         if turn_id != self.turn_id or facts is None or facts.outcome is not None or self.terminal:
             return
@@ -239,13 +247,6 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         self._events.append(TurnDone(turn_id, cancelled=True))
         self._close((1000, "cancelled"))
 
-    def withdraw_turn(self, turn_id: str) -> None:
-        """The caller cancelled the turn before it saw the turn's end: a barge-in wins over an end nobody
-        consumed yet, so the turn counts as cancelled (its error is not reported)."""
-        facts = self.facts
-        if turn_id == self.turn_id and facts is not None and facts.outcome is not Outcome.CANCELLED:
-            facts.outcome, facts.error = Outcome.CANCELLED, None
-
     def close_frame(self) -> tuple[int, str]:
         """1002 after a protocol error of the server's, 1000 with the reason otherwise."""
         return self.close_request or (1000, "")
@@ -253,7 +254,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     def close(self, reason: str = "closed") -> None:
         """The client closes the connection (retire a standby, shut down): a turn on it ends cancelled."""
         if self.turn_id is not None:
-            self.cancel_turn(self.turn_id, self._last_event_at)
+            self._cancel(self.turn_id)
         self._close((1000, reason))
 
     def abort(self, error: TTSBridgeError, now: float) -> None:
@@ -317,45 +318,6 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
             self.timeouts += 1
             self._fail(err, now, close=(1000, "failed"), may_retry=False)
 
-    def receive(self, frame: str | bytes | bytearray | memoryview, now: float) -> None:
-        """Feed one frame. A protocol violation fails the turn (and the connection) with
-        :class:`KittaProtocolError`; an ``error`` event fails it with the server's error."""
-        if self.terminal:
-            return
-        self._last_event_at = now
-        try:
-            if isinstance(frame, str):
-                raise KittaProtocolError("kitta: the server sent a text frame (MessagePack expected)")
-            event = decode(frame)
-            if event is not None:
-                self._handle(event, now)
-        except KittaProtocolError as exc:
-            logger.warning("kitta %s: %s", self.request_id, exc)
-            self._fail(exc, now, close=(1002, "protocol error"))
-        except Exception as exc:  # a bug of ours: fail the session loudly rather than hang
-            logger.exception("kitta %s: unexpected error handling a server frame", self.request_id)
-            err = KittaProtocolError(f"kitta: internal error: {type(exc).__name__}")
-            self._fail(err, now, close=(1011, "client error"))
-
-    def fail_connect(self, error: TTSBridgeError, now: float) -> None:
-        """The connection could not be made (``error`` from :meth:`handshake_failed`, a timeout, a refusal)."""
-        if not self.terminal:
-            self._fail(error, now, close=None)
-
-    def connection_lost(self, code: int | None, reason: str, now: float) -> None:
-        """The socket closed. Before ``finish`` this fails the turn (retryable only for 1012/1013)."""
-        if not self.terminal:
-            self._fail(error_from_close(code, reason, self._secrets()), now, close=None)
-
-    def connection_silent(self, detail: str, now: float) -> None:
-        """The engine's ping went unanswered: the turn fails at once with a
-        :class:`TTSSilentConnectionError`, never retried (whether the server got our last frames is unknown,
-        and the page allows no new request_id for an uncertain request; the next turn starts on a fresh
-        connection). A standby (no turn) just ends."""
-        if not self.terminal:
-            err = TTSSilentConnectionError(f"kitta {self.request_id}: {detail}", retryable=False)
-            self._fail(err, now, close=None, may_retry=False)
-
     def awaiting_since(self) -> float | None:
         """Since when the server has owed us something (``authenticated``, ``ready``, audio, ``usage``,
         ``finish``), or None; the engine's liveness check counts silence from it."""
@@ -394,8 +356,8 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         self._start_due = False
         facts = self.facts
         if self.turn_id is not None and facts is not None and facts.outcome is None:
-            self.successor = retry.next_attempt(self, err, now) if may_retry else None
-            if self.successor is None:
+            self.plan = plan_retry(self, err, now) if may_retry else None
+            if self.plan is None:
                 facts.outcome, facts.error, facts.failed_at = Outcome.FAILED, err, now
             self._events.append(TurnFailed(self.turn_id, err))
         self._events.append(ConnectionFailed(err))
@@ -404,12 +366,34 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
 
     def not_before_next(self, current: float) -> float:
         """When the provider's next turn may start, given this turn's outcome (see :mod:`.retry`)."""
-        return retry.not_before_next(self, current)
+        return not_before_next(self, current)
 
-    def replay_into(self, other: KittaProtocol) -> int:
-        """Queue on ``other`` (a fresh session) everything of this one whose audio was never delivered:
-        pending segments, the unflushed buffer, and ``stop`` if it was requested. Returns the number of
-        segments replayed. Call only when :meth:`can_resume` is true."""
+    def replay(self) -> Replay:
+        """Everything of this session whose audio was never delivered (pending segments, the unflushed
+        buffer, ``stop`` if it was requested), for the turn's next attempt. Only when :meth:`can_resume`."""
         if not self.can_resume():
             raise KittaProtocolError("kitta: a segment was part-way delivered; it must not be replayed")
-        return self._text.replay_into(other._text)
+        return Replay(*self._text.unsent())
+
+    def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
+        """The plan :mod:`.retry` made when the attempt failed, or the turn's error."""
+        if turn_id == self.turn_id and self.plan is not None:
+            return self.plan
+        return GiveUp()
+
+    # ---------------------------------------------------------------------------------------------- answers
+
+    def usage(self, facts: TurnFacts, turn: Turn) -> TurnUsage:
+        return turn_usage(self.segments, self.finish_units, self.sample_rate, facts, turn)
+
+    @property  # type: ignore[override]
+    def reports_send_ends(self) -> bool:
+        return self.flush_each_send  # each send is flushed: a segment, ended by its `usage`
+
+    def rendered(self, facts: TurnFacts) -> list[tuple[int, float]]:
+        rate = self.sample_rate  # each segment's `usage`: the end of that text's audio
+        return [(chars, n / 2 / rate) for chars, n in facts.rendered] if rate else []
+
+    def wire_format(self) -> str:
+        rate = self.sample_rate
+        return f"{self.request.format}@{rate}" if rate else self.request.format

@@ -1,4 +1,5 @@
-"""Kitta as a :class:`ttsbridge.turns.TurnProvider`: one turn = one Kitta session (one generation).
+"""Kitta as a :class:`ttsbridge.turns.TurnProvider`: one turn = one Kitta session (an
+:class:`~ttsbridge.engine.turn.EngineTurn`; a retry is a new session); the provider is its turns' dialer.
 
 A v2 connection carries exactly one generation, so every turn needs connect + auth + start before its first
 text can go out. With ``standby=True`` the provider keeps one *connection* warm in the background: connected
@@ -13,20 +14,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, cast
 
 from ttsbridge._keys import account_scope
 from ttsbridge.engine.pool import KeyedPool
+from ttsbridge.engine.turn import EngineTurn, Link
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
-from ttsbridge.kitta.client import KittaClient, KittaGeneration, KittaSession
+from ttsbridge.kitta.client import KittaClient
+from ttsbridge.kitta.connection import KittaConnection
+from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
-from ttsbridge.kitta.turn import KittaTurn
+from ttsbridge.kitta.protocol import KittaProtocol
 from ttsbridge.turns import TurnProvider
 
 if TYPE_CHECKING:
     from ttsbridge.cache import PhraseCache
 
-__all__ = ["KittaTurn", "KittaTurnProvider"]
+__all__ = ["KittaTurnProvider"]
 
 log = logging.getLogger("ttsbridge.kitta")
 
@@ -107,11 +112,11 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         self.standby_max_age = float(standby_max_age)
         self.standby_replace_delay_max = float(standby_replace_delay_max)
         #: The warm connection lives in an exclusive pool (one generation per socket): taken by a turn, refilled.
-        self._pool: KeyedPool[str, KittaSession] = KeyedPool(self._open_standby, shared=False, name="kitta")
+        self._pool: KeyedPool[str, KittaConnection] = KeyedPool(self._open_standby, shared=False, name="kitta")
         self._replace_gate: asyncio.Event | None = None
         self._standby_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
-        self._turns: set[KittaTurn] = set()
+        self._turns: set[EngineTurn] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
         self._not_before = 0.0  # loop time: no turn starts before this (backoff after a retryable failure)
@@ -134,7 +139,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         return self._options
 
     @property
-    def standby_session(self) -> KittaSession | None:
+    def standby_session(self) -> KittaConnection | None:
         return self._pool.get(_STANDBY)
 
     # --------------------------------------------------------------------------------------------- options
@@ -159,8 +164,8 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
             "provider": self.provider,
             "endpoint": self._client.url,
             "account": account_scope(self._client._api_key),
-            # every start.request field: each one changes the audio (not options.sample_rate, the rate of
-            # KittaClient.synthesize: a turn's audio comes out at the rate it is opened with, keyed below)
+            # every start.request field: each one changes the audio (not options.sample_rate: a turn's audio
+            # comes out at the rate it is opened with, keyed below)
             "options": options.start_request().model_dump(),
             "sample_rate": _check_rate(sample_rate),
         }
@@ -191,15 +196,18 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
             self._spawn_close(session)
         self._kick()
 
-    def _turn_done(self, turn: KittaTurn, gen: KittaGeneration) -> None:
+    def _turn_done(self, turn: EngineTurn) -> None:
         """Forget the turn at once; its protocol says when the next turn may start (a turn opened right after
         a retryable failure is a retry, LiveKit's loop or a caller's: its ``start`` waits the backoff from
         that failure, warm connection or not)."""
         self._turns.discard(turn)
-        self._not_before = gen.not_before_next(self._not_before)
+        proto = cast("KittaProtocol | None", turn.protocol)
+        if proto is not None:
+            self._not_before = proto.not_before_next(self._not_before)
 
-    def _spawn_close(self, session: KittaSession) -> None:
-        task = asyncio.create_task(session.close(1000, "standby retired"), name="kitta-standby-close")
+    def _spawn_close(self, session: KittaConnection, reason: str = "standby retired") -> None:
+        wait = reason != "cancelled"  # (a cancelled turn's close completes in the session's task)
+        task = asyncio.create_task(session.close(1000, reason, wait=wait), name="kitta-session-close")
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
@@ -252,7 +260,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
 
-    async def _open_standby(self, _key: str) -> KittaSession:
+    async def _open_standby(self, _key: str) -> KittaConnection:
         """The pool's factory: a connection that connects and authenticates in the background."""
         session = self._client.preconnect(self._options)
         session.max_age = self.standby_max_age
@@ -260,7 +268,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         self.standby_created += 1
         return session
 
-    def _take_standby(self) -> KittaSession | None:
+    def _take_standby(self) -> KittaConnection | None:
         """The warm connection, if usable: any turn can take it (``start`` carries the turn's options)."""
         session = self._pool.get(_STANDBY)
         if session is None:
@@ -300,30 +308,49 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
 
     # ----------------------------------------------------------------------------------------------- turns
 
-    async def open_turn(self, *, sample_rate: int, **overrides: Any) -> KittaTurn:
+    async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> EngineTurn:
         rate = _check_rate(sample_rate)
         options = self._turn_options(overrides)
         if self._closed:
             raise TTSConnectionError("kitta: provider is closed", retryable=False)
-        session: KittaSession | None = None
-        if self.standby_enabled:
-            self._ensure_standby_loop()
-            session = self._take_standby()
-            if session is not None:
-                self.standby_hits += 1
-            else:
-                self.standby_misses += 1
         not_before, self._not_before = self._not_before, 0.0
         if not_before > asyncio.get_running_loop().time():
             log.debug("kitta: previous turn failed (retryable); its start waits until %.2f", not_before)
-        gen = self._client.generation(options, session=session, not_before=not_before or None)
-        if session is not None:
-            self._replace_gate = gen.first_audio_or_done
-        turn = KittaTurn(gen, rate, from_standby=session is not None)
+        # every send closes its segment: the adapters hand whole sentences, and a flush per sentence gets its
+        # audio started at once
+        request = KittaRequest(
+            options.start_request(), not_before or None, flush_each_send=True, event_timeout=timeout
+        )
+        turn = EngineTurn(self, request, turn_id=str(uuid.uuid4()), sample_rate=rate)
+        await turn.open()
+        if turn.connection_reused:
+            self._replace_gate = turn.first_audio_or_done
         self._turns.add(turn)  # only while it runs: nothing of a turn is kept after it ends
-        gen.add_done_callback(lambda g: self._turn_done(turn, g))
-        log.debug("kitta: turn %s opened (standby=%s)", turn.id, session is not None)
+        turn.add_done_callback(self._turn_done)
+        log.debug("kitta: turn %s opened (standby=%s)", turn.id, turn.connection_reused)
         return turn
+
+    # ------------------------------------------------------------------------------------ the turns' dialer
+
+    async def dial(self, turn_id: str, request: KittaRequest, *, retry: bool) -> tuple[Link, bool]:
+        """A connection for an attempt: the warm standby for a first attempt when there is one (``start``
+        carries the turn's options), else a new one (a retry always: a fresh session)."""
+        if self._closed:
+            raise TTSConnectionError("kitta: provider is closed", retryable=False)
+        if not retry and self.standby_enabled:
+            self._ensure_standby_loop()
+            standby = self._take_standby()
+            if standby is not None:
+                self.standby_hits += 1
+                return standby, True
+            self.standby_misses += 1
+        return self._client.connect(turn_id, self._options), False
+
+    def hang_up(self, link: Link, *, cancelled: bool) -> None:
+        """The turn is done with its session: a cancelled one is closed now (v2 has no cancel message); one
+        that ended closes itself once its protocol knows the outcome."""
+        if cancelled:
+            self._spawn_close(cast("KittaConnection", link), "cancelled")
 
     async def aclose(self) -> None:
         self._closed = True
@@ -334,12 +361,15 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, 5.0)
         await self._pool.aclose()
-        if self._closing:
-            await asyncio.wait(set(self._closing), timeout=5.0)
+        err = TTSConnectionError("kitta: client closed", retryable=False)
+        for turn in list(self._turns):
+            turn.abort(err)  # a turn waiting to retry fails now, and starts no session
         if self._own_client:
             await self._client.aclose()
         else:
             for turn in list(self._turns):
                 if not turn.done:
                     await turn.cancel()
+        if self._closing:
+            await asyncio.wait(set(self._closing), timeout=5.0)
         self._turns.clear()

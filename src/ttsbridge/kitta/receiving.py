@@ -1,16 +1,18 @@
-"""The server-event side of :class:`~ttsbridge.kitta.protocol.KittaProtocol`, pure: each decoded server event
-moves the phase table, the segments and the audio order, and emits provider-neutral events."""
+"""The server side of :class:`~ttsbridge.kitta.protocol.KittaProtocol`, pure: each received frame is decoded
+and moves the phase table, the segments and the audio order, and emits provider-neutral events; a lost,
+silent or failed connection fails the turn."""
 
 from __future__ import annotations
 
 import logging
 
 from ttsbridge.engine.events import AudioReceived, Event, TurnDone
-from ttsbridge.errors import TTSBridgeError
+from ttsbridge.errors import TTSBridgeError, TTSSilentConnectionError
+from ttsbridge.kitta.facts import Outcome, TurnFacts
 from ttsbridge.kitta.models import AudioEvent, ErrorEvent, FinishEvent, ReadyEvent, UsageEvent
-from ttsbridge.kitta.retry import Outcome, TurnFacts
 from ttsbridge.kitta.segments import AudioOrder, TextQueue
-from ttsbridge.kitta.wire import KittaProtocolError, error_from_event
+from ttsbridge.kitta.states import State
+from ttsbridge.kitta.wire import KittaProtocolError, decode, error_from_close, error_from_event
 
 __all__ = ["ServerEvents"]
 
@@ -22,6 +24,8 @@ class ServerEvents:
 
     turn_id: str | None
     facts: TurnFacts | None
+    state: State
+    _last_event_at: float
     sample_rate: int | None
     units_billed: int
     finish_units: int | None
@@ -29,6 +33,14 @@ class ServerEvents:
     _text: TextQueue
     _order: AudioOrder
     _events: list[Event]
+
+    @property
+    def terminal(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def request_id(self) -> str:
+        raise NotImplementedError
 
     def _step(self, event: str) -> None:
         raise NotImplementedError
@@ -40,6 +52,45 @@ class ServerEvents:
         self, err: TTSBridgeError, now: float, *, close: tuple[int, str] | None, may_retry: bool = True
     ) -> None:
         raise NotImplementedError
+
+    def receive(self, frame: str | bytes | bytearray | memoryview, now: float) -> None:
+        """Feed one frame. A protocol violation fails the turn (and the connection) with
+        :class:`KittaProtocolError`; an ``error`` event fails it with the server's error."""
+        if self.terminal:
+            return
+        self._last_event_at = now
+        try:
+            if isinstance(frame, str):
+                raise KittaProtocolError("kitta: the server sent a text frame (MessagePack expected)")
+            event = decode(frame)
+            if event is not None:
+                self._handle(event, now)
+        except KittaProtocolError as exc:
+            logger.warning("kitta %s: %s", self.request_id, exc)
+            self._fail(exc, now, close=(1002, "protocol error"))
+        except Exception as exc:  # a bug of ours: fail the session loudly rather than hang
+            logger.exception("kitta %s: unexpected error handling a server frame", self.request_id)
+            err = KittaProtocolError(f"kitta: internal error: {type(exc).__name__}")
+            self._fail(err, now, close=(1011, "client error"))
+
+    def fail_connect(self, error: TTSBridgeError, now: float) -> None:
+        """The connection could not be made (``error`` from :meth:`handshake_failed`, a timeout, a refusal)."""
+        if not self.terminal:
+            self._fail(error, now, close=None)
+
+    def connection_lost(self, code: int | None, reason: str, now: float) -> None:
+        """The socket closed. Before ``finish`` this fails the turn (retryable only for 1012/1013)."""
+        if not self.terminal:
+            self._fail(error_from_close(code, reason, self._secrets()), now, close=None)
+
+    def connection_silent(self, detail: str, now: float) -> None:
+        """The engine's ping went unanswered: the turn fails at once with a
+        :class:`TTSSilentConnectionError`, never retried (whether the server got our last frames is unknown,
+        and the page allows no new request_id for an uncertain request; the next turn starts on a fresh
+        connection). A standby (no turn) just ends."""
+        if not self.terminal:
+            err = TTSSilentConnectionError(f"kitta {self.request_id}: {detail}", retryable=False)
+            self._fail(err, now, close=None, may_retry=False)
 
     def _handle(self, event: object, now: float) -> None:
         if isinstance(event, ErrorEvent):

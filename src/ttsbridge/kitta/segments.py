@@ -177,15 +177,17 @@ class TextQueue:
         self.stop_requested = True
         self.frames.append(("stop", encode(StopEvent())))
 
-    def replay_into(self, other: TextQueue) -> int:
-        """Queue on ``other`` everything whose audio was never delivered: pending segments, the unflushed
-        buffer, and ``stop`` if it was requested. Returns the number of segments replayed."""
-        pending = self.segments.pending()
-        for text in pending:
-            other.text(text)
-            other.flush()
-        if self.buffer:
-            other.text("".join(self.buffer))
-        if self.stop_requested:
-            other.stop()
-        return len(pending)
+    def unsent(self) -> tuple[tuple[str, ...], str, bool]:
+        """Everything whose audio was never delivered: the pending segments' texts, the unflushed buffer, and
+        whether ``stop`` was requested (what a retry replays)."""
+        return tuple(self.segments.pending()), "".join(self.buffer), self.stop_requested
+
+    def replay(self, segments: tuple[str, ...], buffer: str, stop: bool) -> None:
+        """Queue what an earlier attempt left undelivered (see :meth:`unsent`)."""
+        for text in segments:
+            self.text(text)
+            self.flush()
+        if buffer:
+            self.text(buffer)
+        if stop:
+            self.stop()

@@ -3,7 +3,8 @@
 ``livekit.plugins.nineninesix`` and ``livekit.plugins.kitta`` are thin subclasses of :class:`PluginTTS` (a
 :class:`TurnTTS`) that only build their provider. Everything LiveKit-specific lives in this package (the
 counterpart of :mod:`ttsbridge.pipecat`): ``_tts.py`` (:class:`TurnTTS`), ``_stream.py``, ``_chunked.py``,
-``_errors.py`` (:func:`to_api_error`), ``_waits.py`` (the watchdog), ``_words.py``, ``_usage.py`` and
+``_errors.py`` (:func:`to_api_error`), ``_tasks.py`` (bounded waits, the supervisor), ``_words.py``,
+``_usage.py`` and
 ``_plugin.py`` (what the plugins share):
 
 - :class:`TurnSynthesizeStream` (``tts.stream()``): one provider turn per stream. Text is split into
@@ -19,9 +20,10 @@ counterpart of :mod:`ttsbridge.pipecat`): ``_tts.py`` (:class:`TurnTTS`), ``_str
   (LiveKit must not replay a turn the user already heard). Texts are redacted, and the provider's exception
   chain is not attached (LiveKit prints the root cause of an ``APIConnectionError``, which may quote a URL
   with a key).
-- ``APIConnectOptions.timeout`` bounds opening a turn, the first audio after text was sent, and every gap
-  between audio chunks once the input has ended (see :class:`~ttsbridge.livekit._waits.Watchdog`). ``max_retry`` and
-  ``retry_interval`` are applied by LiveKit's own retry loop around ``_run``.
+- ``APIConnectOptions.timeout`` bounds opening a turn, and is passed down as the turn's one audio-owed
+  deadline (``open_turn(timeout=...)``: the provider's protocol fails the turn when the server owes audio,
+  for text sent or an ended input, and stays silent that long). ``max_retry`` and ``retry_interval`` are
+  applied by LiveKit's own retry loop around ``_run``.
 - Estimated word timing (:class:`ttsbridge.policy.words.WordClock`, ``release="end"``) for LiveKit's aligned
   transcripts: the APIs send no timestamps.
 """

@@ -9,7 +9,7 @@ from livekit.agents import APIConnectOptions, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._owner import StreamOwner
-from ttsbridge.livekit._waits import cancel_pending, deliver_held_audio, within
+from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span

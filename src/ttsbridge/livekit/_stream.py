@@ -1,7 +1,9 @@
 """``tts.stream()``: :class:`TurnSynthesizeStream`, one provider turn per stream (see :mod:`ttsbridge.livekit`).
 
 One attempt of ``_run`` is an :class:`_Attempt`: three tasks (input -> sentences, sentences -> turn, turn ->
-emitter) over the attempt's state, supervised by :func:`~ttsbridge.livekit._waits.supervise`.
+emitter) over the attempt's state, supervised by :func:`~ttsbridge.livekit._tasks.supervise`. The stream's
+``APIConnectOptions.timeout`` is the turn's one audio-owed deadline (``open_turn(timeout=...)``), kept by the
+provider's protocol.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
 from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._owner import StreamOwner
-from ttsbridge.livekit._waits import Watchdog, cancel_pending, deliver_held_audio, supervise, within
+from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.chunks import joiner
 from ttsbridge.policy.words import TimedWord, WordClock
@@ -75,7 +77,6 @@ class _Attempt:
             stream=True,
         )
         self.timeout = stream._conn_options.timeout
-        self.watchdog = Watchdog(self.timeout)
         self.timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
         sentences: tokenize.SentenceStream = owner._sentence_tokenizer.stream()
         if owner._stream_pacer is not None:
@@ -102,7 +103,7 @@ class _Attempt:
         send_t = asyncio.create_task(self._send_task(), name="TurnSynthesizeStream.send")
         recv_t = asyncio.create_task(self._recv_task(), name="TurnSynthesizeStream.recv")
         try:
-            await supervise(send_t, recv_t, input_t, watchdog=self.watchdog)
+            await supervise(send_t, recv_t, input_t)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -192,9 +193,11 @@ class _Attempt:
         started = time.perf_counter()
         rate = owner.sample_rate
         opened = await within(
-            provider.open_phrase("".join(self.pushed), sample_rate=rate, segments=phrase, **overrides)
+            provider.open_phrase(
+                "".join(self.pushed), sample_rate=rate, segments=phrase, timeout=self.timeout, **overrides
+            )
             if phrase is not None
-            else provider.open_turn(sample_rate=rate, **overrides),
+            else provider.open_turn(sample_rate=rate, timeout=self.timeout, **overrides),
             self.timeout,
             discard=lambda t: t.cancel(),
         )
@@ -227,12 +230,10 @@ class _Attempt:
         async for token in tokens:
             text = token + " "
             self.stream._mark_started()
-            self.watchdog.on_send()
             await opened.send(text)
             if self.timer is not None:
                 self.timer.add_text(text)
         await opened.end()
-        self.watchdog.on_end()
 
     async def _recv_task(self) -> None:
         opened = await self.turn_fut
@@ -240,7 +241,7 @@ class _Attempt:
             return
         rate = opened.sample_rate or self.owner.sample_rate
         bytes_per_s = 2.0 * rate
-        push, on_audio, timer = self.emitter.push, self.watchdog.on_audio, self.timer
+        push, timer = self.emitter.push, self.timer
         join = joiner(opened, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued behind
         async for pcm in opened:
             if not pcm:
@@ -252,7 +253,6 @@ class _Attempt:
             self.audio = True
             if self.record is not None:
                 self.record.on_audio()
-            on_audio()
             if timer is not None:
                 words = timer.add_audio(len(pcm) / bytes_per_s)
                 words += timer.complete_rendered(opened.rendered)  # (Kitta: a segment's audio ended)

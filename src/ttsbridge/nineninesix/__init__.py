@@ -1,7 +1,6 @@
 """Nineninesix (Cartesia-compatible) TTS: wire models, sans-I/O protocol, WebSocket and HTTP clients."""
 
-from ttsbridge.nineninesix.client import NineninesixClient, NineninesixContext
-from ttsbridge.nineninesix.frames import NineninesixProtocolError
+from ttsbridge.nineninesix.client import NineninesixClient, NineninesixConnection
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
@@ -12,7 +11,8 @@ from ttsbridge.nineninesix.models import (
     OutputFormat,
 )
 from ttsbridge.nineninesix.protocol import ERROR_CATALOG, ContextState, ErrorEffect, NineninesixProtocol
-from ttsbridge.nineninesix.provider import NineninesixTurn, NineninesixTurnProvider
+from ttsbridge.nineninesix.provider import NineninesixTurnProvider
+from ttsbridge.nineninesix.wire import NineninesixProtocolError
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -23,12 +23,11 @@ __all__ = [
     "ContextState",
     "ErrorEffect",
     "NineninesixClient",
-    "NineninesixContext",
+    "NineninesixConnection",
     "NineninesixHTTP",
     "NineninesixOptions",
     "NineninesixProtocol",
     "NineninesixProtocolError",
-    "NineninesixTurn",
     "NineninesixTurnProvider",
     "OutputFormat",
 ]

@@ -1,221 +1,38 @@
-"""asyncio WebSocket client for Nineninesix: pooled connections carrying many contexts.
+"""asyncio WebSocket client for Nineninesix: pooled connections carrying many contexts; the dialer of its turns.
 
-Thin over the engine: each connection is an :class:`~ttsbridge.engine.connection.Connection` driving one
-:class:`~ttsbridge.nineninesix.protocol.NineninesixProtocol`, pooled by output format in a
+Thin over the engine: each connection is a :class:`~ttsbridge.nineninesix.connection.NineninesixConnection`
+(an engine :class:`~ttsbridge.engine.connection.Connection` driving one
+:class:`~ttsbridge.nineninesix.protocol.NineninesixProtocol`), pooled by output format in a
 :class:`~ttsbridge.engine.pool.KeyedPool` (``output_format`` is fixed per connection by the API, so every context
 with the same format shares one socket, reused across turns, replaced before a server idle close, and replaced at
-once when it drops). No turn state here: a context reads its :class:`~.facts.ContextFacts`, written only by the
-protocol, and its audio comes through a :class:`~ttsbridge.engine.stream.TurnStream`. The API key travels in
-the URL (``?api_key=``) as the API requires; it never reaches a log line, an exception text or a repr.
+once when it drops). No turn state here: a context is an :class:`~ttsbridge.engine.turn.EngineTurn` whose facts
+(:class:`~.facts.ContextFacts`) the protocol writes. The API key travels in the URL (``?api_key=``) as the API
+requires; it never reaches a log line, an exception text or a repr.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import math
 import uuid
-from collections.abc import AsyncIterator
+from typing import Any
 
 from ttsbridge._redact import mask_key
-from ttsbridge.engine import AudioReceived, ConnectionFailed, Event, TurnFailed
-from ttsbridge.engine.connection import (
-    PING_AFTER_SILENCE,
-    PONG_TIMEOUT,
-    USER_AGENT,
-    Connection,
-    check_liveness_knobs,
-)
+from ttsbridge.engine.backoff import Backoff
+from ttsbridge.engine.connection import PING_AFTER_SILENCE, PONG_TIMEOUT, USER_AGENT, check_liveness_knobs
 from ttsbridge.engine.pool import KeyedPool
-from ttsbridge.engine.stream import TurnStream
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError
+from ttsbridge.engine.turn import EngineTurn, Link
+from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.nineninesix.catalog import API_KEY_ENV, derive_urls, resolve_api_key, ws_url
-from ttsbridge.nineninesix.facts import ContextFacts, refuse
+from ttsbridge.nineninesix.connection import CLOSE_TIMEOUT, ConnectSettings, NineninesixConnection
+from ttsbridge.nineninesix.facts import NineninesixRequest
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, OutputFormat
 from ttsbridge.nineninesix.protocol import NineninesixProtocol
-from ttsbridge.nineninesix.states import ContextState
-
-logger = logging.getLogger("ttsbridge.nineninesix")
-
-#: Bound on a closing handshake: after it websockets aborts the TCP connection, so no socket lingers CLOSING.
-CLOSE_TIMEOUT = 2.0
-
-
-class NineninesixContext:
-    """One server context (one turn attempt). Created by :meth:`NineninesixClient.open_context`.
-
-    ``send`` streams text with ``continue: true``, ``end`` sends the closing ``continue: false``, ``cancel``
-    stops it (waiting for the server's acknowledgement, bounded), and ``async for pcm in ctx`` yields PCM16
-    at :attr:`sample_rate` (the wire rate; μ-law/A-law already decoded) until ``done``. Iteration raises the
-    context's error if it failed, and :class:`TTSTimeoutError` if the server goes silent on text it owes.
-    Every fact is read from :attr:`facts` (written by the protocol); the context holds only its stream.
-    """
-
-    def __init__(self, conn: NineninesixConnection, facts: ContextFacts) -> None:
-        self._conn = conn
-        self.facts = facts
-        self.id = facts.context_id
-        self.output_format = conn.output_format
-        self.sample_rate = conn.output_format.sample_rate
-        self._stream = TurnStream()
-        #: No handshake was paid for this context (pooled or prewarmed socket); reported in LiveKit's metrics.
-        self.connection_reused = False
-
-    def __repr__(self) -> str:
-        return f"NineninesixContext(id={self.id!r}, state={self.state.value})"
-
-    @property
-    def state(self) -> ContextState:
-        return self.facts.state
-
-    @property
-    def done(self) -> bool:
-        return self.facts.cancel_requested or self.facts.state.terminal
-
-    @property
-    def error(self) -> TTSBridgeError | None:
-        return self.facts.error
-
-    @property
-    def characters_sent(self) -> int:
-        return self.facts.chars
-
-    @property
-    def audio_bytes(self) -> int:
-        return self.facts.audio_bytes
-
-    async def send(self, text: str) -> None:
-        """Stream ``text`` into the context (``continue: true``)."""
-        if self.facts.state.terminal:
-            refuse(self.facts, text, end=False)
-        self._conn.protocol.send_text(self.id, text, self._conn.now())
-        await self._conn.flush()
-
-    async def end(self, text: str = "") -> None:
-        """End the turn (``continue: false``); the server sends ``done`` after the queued text renders."""
-        if self.facts.state.terminal:
-            refuse(self.facts, text, end=True)
-        self._conn.protocol.end_turn(self.id, self._conn.now(), text)
-        await self._conn.flush()
-
-    async def cancel(self, timeout: float | None = None, *, wait: bool = True) -> None:
-        """Stop generation; no audio is yielded after this returns. Idempotent; never raises.
-
-        With ``cancel_ack`` (the default) it waits, bounded by ``timeout`` (client's ``cancel_timeout``),
-        for the server's ``done`` with ``cancelled: true``, so the context is really over before the next
-        turn starts; ``wait=False`` sends the cancel and returns (the late acknowledgement is dropped).
-        """
-        if self.facts.state.terminal:
-            return
-        conn = self._conn
-        timeout = conn.cancel_timeout if timeout is None else timeout
-        conn.protocol.cancel_turn(self.id, conn.now())
-        self._stream.stop()  # wake the consumer: it stops without yielding more
-        try:
-            # bounded too: a socket whose send buffer is full must not hold a barge-in up
-            await conn.flush(timeout)
-        except (TTSBridgeError, asyncio.TimeoutError):
-            pass
-        else:
-            if wait and self.facts.state is ContextState.CANCELLING:
-                await self._stream.wait_end(timeout)  # bounded by the protocol's own deadline as well
-        conn.detach(self.id)  # the late acknowledgement, if any, is the connection's
-
-    def take_ready(self, max_bytes: int) -> bytes:
-        """PCM (wire rate) of the whole chunks already received and not yet yielded, at most ``max_bytes``
-        (see :meth:`TurnStream.take_ready`); ``b""`` once cancelled. Never waits, never raises."""
-        if self.facts.cancel_requested:
-            return b""
-        return self._stream.take_ready(max_bytes)
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[bytes]:
-        stream, facts = self._stream, self.facts
-        try:
-            if self.done and not stream.pending():  # cancelled, or iterated again after its end
-                if facts.error is not None and not facts.cancel_requested:
-                    raise facts.error
-                return
-            while True:  # (a cancel puts its stop on the stream; an end comes with its event queued)
-                ev = await stream.get()
-                if type(ev) is AudioReceived:
-                    yield ev.pcm
-                elif isinstance(ev, TurnFailed):
-                    raise ev.error
-                else:
-                    return
-        finally:
-            if not self.done:
-                # The consumer left early (break, or its task was cancelled): nobody will read this context.
-                await self.cancel(wait=False)
-
-
-class NineninesixConnection(Connection):
-    """One WebSocket, one output format, many contexts: the engine's connection, pooled by format."""
-
-    def __init__(self, client: NineninesixClient, output_format: OutputFormat, serial: int) -> None:
-        protocol = NineninesixProtocol(
-            output_format,
-            cancel_ack=client.cancel_ack,
-            base_url=client.base_url,
-            api_key=client._api_key,
-            receive_timeout=client.receive_timeout,
-            ack_wait=min(0.5, client.cancel_timeout),
-            cancel_timeout=client.cancel_timeout,
-        )
-        super().__init__(
-            protocol,
-            on_event=self._on_connection_event,
-            connect_timeout=client.connect_timeout,
-            close_timeout=CLOSE_TIMEOUT,
-            write_timeout=client.cancel_timeout,
-            ping_interval=client.ping_interval,
-            ping_after_silence=client.ping_after_silence,
-            pong_timeout=client.pong_timeout,
-            name=f"nineninesix-{serial}",
-        )
-        self.protocol: NineninesixProtocol = protocol
-        self.client = client
-        self.output_format = output_format
-        self.serial = serial
-        self.cancel_timeout = client.cancel_timeout
-
-    def __repr__(self) -> str:
-        fmt = self.output_format
-        return f"NineninesixConnection(#{self.serial}, {fmt.encoding}@{fmt.sample_rate})"
-
-    @property
-    def contexts(self) -> dict[str, object]:
-        """The contexts on this connection someone still reads (their streams, by id)."""
-        return self.sinks  # type: ignore[return-value]
-
-    def usable(self) -> bool:
-        """Open, not retired, and not suspect (condemned by a timeout, or a liveness ping unanswered a while)."""
-        return self.writable() and not self.suspect and not self.retired
-
-    def expired(self) -> bool:
-        """Idle for longer than ``max_idle`` with no context on it: replaced before a server idle close."""
-        return not self.closed and not self.sinks and self.idle_for() > self.client.max_idle
-
-    def _on_connection_event(self, ev: Event) -> None:
-        # The ends of contexts their owner let go (a late cancel acknowledgement) need nothing: the protocol
-        # dropped them already. A failed connection leaves the pool.
-        if not isinstance(ev, ConnectionFailed):
-            return
-        if self.sinks or not isinstance(ev.error, TTSConnectionError):
-            logger.warning("nineninesix: connection #%d failed: %s", self.serial, ev.error)
-        else:
-            logger.debug("nineninesix: idle connection #%d closed: %s", self.serial, ev.error)
-        self.client._pool.discard(self.output_format, self)
 
 
 class NineninesixClient:
     """Framework-free Nineninesix WebSocket client.
 
     >>> client = NineninesixClient(api_key="sk_996_...")           # or $NINENINESIX_API_KEY
-    >>> ctx = await client.open_context(OutputFormat(sample_rate=16000), voice="...")
+    >>> ctx = await client.open_context(OutputFormat(sample_rate=16000), voice="...")  # an EngineTurn
     >>> await ctx.send("Hello there. "); await ctx.end()
     >>> async for pcm in ctx: ...
 
@@ -274,6 +91,9 @@ class NineninesixClient:
         self.ping_after_silence = ping_after_silence
         self.pong_timeout = pong_timeout
         self._ws_url = ws_url(base_url, self._api_key, cancel_ack)
+        self.settings = ConnectSettings(
+            connect_timeout, cancel_timeout, max_idle, ping_interval, ping_after_silence, pong_timeout
+        )
         self._pool: KeyedPool[OutputFormat, NineninesixConnection] = KeyedPool(
             self._connect, shared=True, name="nineninesix"
         )
@@ -299,33 +119,43 @@ class NineninesixClient:
         voice: str | None = None,
         language: str | None = None,
         context_id: str | None = None,
-        retries: int = 0,
-        replays: int = 0,
-        not_after: float = math.inf,
-    ) -> NineninesixContext:
-        """A new context on the pooled connection for ``output_format`` (connecting if needed). ``retries``:
-        how many earlier attempts of the same turn failed (a provider's retry on a fresh context)."""
+        sample_rate: int | None = None,
+        max_retries: int = 0,
+        backoff: Backoff | None = None,
+        receive_timeout: float | None = None,
+        retry: bool = False,
+        wait_for_cancel_ack: bool = True,
+    ) -> EngineTurn:
+        """A turn (one context; a fresh one per retry when ``retry``) on the pooled connection for
+        ``output_format`` (connecting if needed), yielding PCM16 at ``sample_rate`` (default: the wire rate).
+        ``receive_timeout`` bounds its audio-owed silence (default: the client's)."""
         fmt = output_format or OutputFormat()
         if fmt.container != "raw":
             raise TTSInvalidOptionError(
                 "output_format.container", fmt.container, "raw (WebSocket streams raw only)"
             )
-        opened_before = self.connections_opened
-        conn = await self._pool.acquire(fmt)
-        facts = conn.protocol.open_turn(
-            context_id or str(uuid.uuid4()),
-            conn.now(),
-            model=model,
-            voice=voice,
-            language=language,
-            retries=retries,
-            replays=replays,
-            not_after=not_after,
+        request = NineninesixRequest(
+            fmt, model, voice, language, max_retries, backoff, receive_timeout, retry=retry
         )
-        ctx = NineninesixContext(conn, facts)
-        ctx.connection_reused = self.connections_opened == opened_before
-        conn.attach(ctx.id, ctx._stream.feed)  # the connection's dispatch feeds the stream directly
-        return ctx
+        turn = EngineTurn(
+            self,
+            request,
+            turn_id=context_id or str(uuid.uuid4()),
+            sample_rate=sample_rate or fmt.sample_rate,
+            cancel_timeout=self.cancel_timeout,
+            wait_for_cancel_ack=wait_for_cancel_ack,
+        )
+        return await turn.open()
+
+    async def dial(self, turn_id: str, request: NineninesixRequest, *, retry: bool) -> tuple[Link, bool]:
+        """The turns' dialer: the pooled connection for the request's format (a retry's too: the same socket
+        while it is usable), and whether it was already open."""
+        opened_before = self.connections_opened
+        conn = await self._pool.acquire(request.output_format)
+        return conn, self.connections_opened == opened_before
+
+    def hang_up(self, link: Any, *, cancelled: bool) -> None:
+        """A shared connection outlives its turns (the pool replaces or closes it)."""
 
     async def prewarm(self, output_format: OutputFormat | None = None) -> None:
         """Open (or refresh) the connection for ``output_format`` ahead of the first turn."""
@@ -336,9 +166,21 @@ class NineninesixClient:
 
     async def _connect(self, fmt: OutputFormat) -> NineninesixConnection:
         self._serial += 1
-        conn = NineninesixConnection(self, fmt, self._serial)
+        protocol = NineninesixProtocol(
+            fmt,
+            cancel_ack=self.cancel_ack,
+            base_url=self.base_url,
+            api_key=self._api_key,
+            receive_timeout=self.receive_timeout,
+            ack_wait=min(0.5, self.cancel_timeout),
+            cancel_timeout=self.cancel_timeout,
+        )
+        conn = NineninesixConnection(protocol, self.settings, self._serial, self._failed)
         await conn.connect()
         return conn
+
+    def _failed(self, conn: NineninesixConnection) -> None:
+        self._pool.discard(conn.output_format, conn)
 
     async def aclose(self) -> None:
         """Close every connection; open contexts fail with :class:`TTSConnectionError`. The client stays
@@ -357,7 +199,7 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "USER_AGENT",
     "NineninesixClient",
-    "NineninesixContext",
+    "NineninesixConnection",
     "derive_urls",
     "resolve_api_key",
 ]

@@ -7,14 +7,46 @@ also after the protocol dropped the finished context.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import uuid
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from ttsbridge.engine.backoff import Backoff
+from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSConnectionError, TTSSilentConnectionError
 from ttsbridge.nineninesix.catalog import effect_of
+from ttsbridge.nineninesix.models import OutputFormat
 from ttsbridge.nineninesix.states import ContextState
+
+logger = logging.getLogger("ttsbridge.nineninesix")
+
+
+@dataclass(frozen=True)
+class NineninesixRequest:
+    """The typed request of one Nineninesix attempt (``NineninesixProtocol.open_turn``): the format (it picks
+    the pooled connection), model, voice and language; how often and with which backoff the protocol plans
+    a retry (``max_retries``, ``backoff``: None retries at once); the turn's own audio-owed bound
+    (``receive_timeout``, None: the connection's). A retry's request also carries the turn over: every text
+    so far (``texts``, replayed), whether it was ended, the attempt counts and the first attempt's deadline
+    for its first audio (``not_after``)."""
+
+    output_format: OutputFormat = field(default_factory=OutputFormat)
+    model: str | None = None
+    voice: str | None = None
+    language: str | None = None
+    max_retries: int = 0
+    backoff: Backoff | None = None
+    receive_timeout: float | None = None
+    #: False: never retried (a bare context of the client).
+    retry: bool = True
+    texts: tuple[str, ...] = ()
+    ended: bool = False
+    retries: int = 0
+    replays: int = 0
+    not_after: float = math.inf
 
 
 @dataclass(eq=False, slots=True)
@@ -43,6 +75,13 @@ class ContextFacts:
     last_sent: float = -math.inf
     last_heard: float = 0.0
     ack_deadline: float = math.inf
+    #: The request it was opened with (what a retry carries on), and its audio-owed bound.
+    request: NineninesixRequest | None = None
+    receive_timeout: float = 15.0
+
+    @property
+    def characters_sent(self) -> int:
+        return self.chars
 
 
 #: How often one turn is replayed after its connection went silent (a ping unanswered) before any audio.
@@ -81,11 +120,34 @@ def begin_retry(facts: ContextFacts, err: BaseException | None = None) -> tuple[
     return facts.retries, str(uuid.uuid4())
 
 
-def replay_deadline(facts: ContextFacts, receive_timeout: float) -> float:
+def replay_deadline(facts: ContextFacts, receive_timeout: float | None = None) -> float:
     """The deadline a replay of ``facts`` keeps for its first audio: the failed attempt's own (when the
-    server began to owe it audio, plus ``receive_timeout``), never later than an earlier attempt's."""
+    server began to owe it audio, plus its ``receive_timeout``), never later than an earlier attempt's."""
     owed = max(facts.last_sent, facts.last_heard)
-    return min(facts.not_after, owed + receive_timeout)
+    bound = facts.receive_timeout if receive_timeout is None else receive_timeout
+    return min(facts.not_after, owed + bound)
+
+
+def plan_retry(facts: ContextFacts, now: float) -> RetryPlan | None:
+    """The retry of a failed context (None: it is not retried): a fresh context_id replaying the turn's texts
+    (and its end) when :func:`may_retry` says so; after the backoff, or at once when its connection died under
+    it (then keeping the first attempt's deadline for the first audio). Counts the attempt in ``facts``."""
+    err, req = facts.error, facts.request or NineninesixRequest()
+    if err is None or not req.retry or not may_retry(facts, err, req.max_retries):
+        return None
+    replays = facts.replays
+    attempt, fresh_id = begin_retry(facts, err)
+    replay = facts.replays > replays  # the connection died under it: a fresh one, no backoff needed
+    delay = 0.0 if replay or req.backoff is None else req.backoff.delay(attempt)
+    logger.info(
+        "nineninesix: %s on context %s; retrying the turn on a fresh context in %.2fs (%d/%d)",
+        getattr(err, "error_code", err), facts.context_id, delay, attempt, req.max_retries,
+    )  # fmt: skip
+    retry = dataclasses.replace(
+        req, texts=tuple(facts.texts), ended=facts.ended, retries=attempt, replays=facts.replays,
+        not_after=replay_deadline(facts) if replay else facts.not_after,
+    )  # fmt: skip
+    return RetryPlan(fresh_id, retry, now + delay)
 
 
 def refuse(facts: ContextFacts, text: str, *, end: bool) -> NoReturn:
@@ -104,9 +166,11 @@ def refuse(facts: ContextFacts, text: str, *, end: bool) -> NoReturn:
 __all__ = [
     "MAX_REPLAYS",
     "ContextFacts",
+    "NineninesixRequest",
     "begin_retry",
     "connection_died",
     "may_retry",
+    "plan_retry",
     "refuse",
     "replay_deadline",
 ]

@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import json
 import logging
-import math
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ttsbridge.audio.carry import wire_to_pcm16
 from ttsbridge.engine import (
-    AudioReceived,
-    ConnectionFailed,
     ConnectRequest,
     TurnDone,
     TurnFailed,
     TurnProtocol,
 )
-from ttsbridge.engine.protocol import describe_close
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSSilentConnectionError, TTSTimeoutError
+from ttsbridge.engine.protocol import GiveUp, RetryPlan
+from ttsbridge.errors import (
+    TTSBridgeError,
+    TTSConnectionError,
+    TTSTimeoutError,
+)
+from ttsbridge.nineninesix.billing import turn_usage
 from ttsbridge.nineninesix.catalog import (
     ERROR_CATALOG,
     PROVIDER,
@@ -37,39 +39,40 @@ from ttsbridge.nineninesix.catalog import (
     handshake_error,
     ws_url,
 )
-from ttsbridge.nineninesix.facts import ContextFacts, begin_retry, may_retry, refuse
-from ttsbridge.nineninesix.frames import (
-    DONE_FIELDS,
-    ERROR_FIELDS,
-    NineninesixProtocolError,
-    chunk_audio,
-    context_id_problem,
-    decode_frame,
-    field_problem,
-    malformed,
+from ttsbridge.nineninesix.facts import (
+    ContextFacts,
+    NineninesixRequest,
+    begin_retry,
+    may_retry,
+    plan_retry,
+    refuse,
 )
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
     CancelRequest,
-    DoneMessage,
-    ErrorMessage,
     GenerationRequest,
     OutputFormat,
     VoiceSpecifier,
 )
+from ttsbridge.nineninesix.receiving import ServerFrames
 from ttsbridge.nineninesix.states import ContextState, Input, next_state
+from ttsbridge.policy.usage import TurnUsage
+
+if TYPE_CHECKING:
+    from ttsbridge.turns import Turn
 
 logger = logging.getLogger("ttsbridge.nineninesix")
 
 _LIVE = (ContextState.OPEN, ContextState.ENDING)
 _ANSWER_OWED = (ContextState.CANCELLING, ContextState.FAILING)  # our cancel is on the wire
+_FAILED_KEPT = 64  # failed contexts kept for their retry_plan question (the engine asks at once)
 
 
 def _cancel_frame(context_id: str) -> str:
     return json.dumps(CancelRequest(context_id=context_id).to_wire(), separators=(",", ":"))
 
 
-class NineninesixProtocol(TurnProtocol):
+class NineninesixProtocol(ServerFrames, TurnProtocol):
     """One WebSocket connection: its output format and its contexts."""
 
     provider = PROVIDER
@@ -94,6 +97,8 @@ class NineninesixProtocol(TurnProtocol):
         self.ack_wait = ack_wait  # how long a timed-out context waits for its cancel's answer
         self.cancel_timeout = cancel_timeout  # how long a cancelled context waits for its answer
         self.contexts: dict[str, ContextFacts] = {}  # live contexts only: a finished one is dropped at once
+        self._failed: OrderedDict[str, ContextFacts] = OrderedDict()  # until their retry_plan is asked
+        self.sample_rate = output_format.sample_rate
         self.dropped_frames = 0
         self._closed = False
         self._encoding = output_format.encoding
@@ -146,7 +151,7 @@ class NineninesixProtocol(TurnProtocol):
                 self._move(facts, Input.ACK_TIMEOUT)
                 continue
             err = TTSTimeoutError(
-                f"nineninesix: no audio for context {facts.context_id} within {self.receive_timeout:.1f}s"
+                f"nineninesix: no audio for context {facts.context_id} within {facts.receive_timeout:.1f}s"
             )
             self.timeouts += 1
             # cancel it on the server: the context must not go on generating unheard
@@ -166,7 +171,7 @@ class NineninesixProtocol(TurnProtocol):
         owed = self._owed_since(facts)
         if owed is None:
             return None
-        due = owed + self.receive_timeout
+        due = owed + facts.receive_timeout
         return due if facts.audio_bytes else min(due, facts.not_after)
 
     @staticmethod
@@ -186,34 +191,31 @@ class NineninesixProtocol(TurnProtocol):
 
     # --- commands -----------------------------------------------------------------------------------------
 
-    def open_turn(  # type: ignore[override]
-        self,
-        turn_id: str,
-        now: float,
-        *,
-        model: str | None = None,
-        voice: str | None = None,
-        language: str | None = None,
-        retries: int = 0,
-        replays: int = 0,
-        not_after: float = math.inf,
-    ) -> ContextFacts:
+    def open_turn(self, turn_id: str, request: NineninesixRequest | None, now: float) -> ContextFacts:
+        """A new context for ``request`` (a retry's replays the turn's texts, and its end, at once)."""
         if self._closed:
             raise TTSConnectionError("the connection is closed")
         if turn_id in self.contexts:
             raise ValueError(f"context {turn_id!r} already exists on this connection")
+        req = request or NineninesixRequest(self.output_format)
         facts = ContextFacts(
-            turn_id, model, voice, language, retries=retries, replays=replays, not_after=not_after,
-            last_heard=now,
+            turn_id, req.model, req.voice, req.language, retries=req.retries, replays=req.replays,
+            not_after=req.not_after, last_heard=now, request=req,
+            receive_timeout=req.receive_timeout or self.receive_timeout,
         )  # fmt: skip
         self.contexts[turn_id] = facts
+        for text in req.texts:
+            self._generation(facts, text, True, now)
+        if req.ended:
+            self._generation(facts, "", False, now)
         return facts
 
     def send_text(self, turn_id: str, text: str, now: float) -> None:
-        self._generation(self._require(turn_id), text, True, now)
+        if text.strip():  # the server trims transcripts: an empty one is only useful as an end marker
+            self._generation(self._require(turn_id), text, True, now)
 
-    def end_turn(self, turn_id: str, now: float, text: str = "") -> None:  # type: ignore[override]
-        self._generation(self._require(turn_id), text, False, now)
+    def end_turn(self, turn_id: str, now: float) -> None:
+        self._generation(self._require(turn_id), "", False, now)
 
     def cancel_turn(self, turn_id: str, now: float) -> None:
         """Stop the context: dropped locally if the server never heard of it, else a cancel is queued (and,
@@ -230,6 +232,18 @@ class NineninesixProtocol(TurnProtocol):
             self._move(facts, Input.CANCEL)
         else:
             self._move(facts, Input.CANCEL_NOW)
+
+    def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
+        """A failed context is retried on a fresh context_id when :func:`~.facts.plan_retry` says so."""
+        facts = self._failed.pop(turn_id, None)
+        plan = plan_retry(facts, now) if facts is not None else None
+        return plan if plan is not None else GiveUp()
+
+    def usage(self, facts: ContextFacts, turn: Turn) -> TurnUsage:
+        return turn_usage(facts, turn, self.output_format.sample_rate)
+
+    def wire_format(self) -> str:
+        return f"{self._encoding}@{self.output_format.sample_rate}"
 
     def _withdraw(self, facts: ContextFacts) -> bool:
         """Queue a cancel of ``facts`` if the server may know it (True), else drop its unsent frames."""
@@ -288,13 +302,6 @@ class NineninesixProtocol(TurnProtocol):
     def closed(self) -> bool:
         return self._closed
 
-    def turn_state(self, turn_id: str) -> ContextState | None:
-        facts = self.contexts.get(turn_id)
-        return facts.state if facts else None
-
-    def live_turns(self) -> list[str]:
-        return list(self.contexts)
-
     # --- transitions --------------------------------------------------------------------------------------
 
     def _move(self, facts: ContextFacts, event: Input, error: TTSBridgeError | None = None) -> bool:
@@ -310,141 +317,13 @@ class NineninesixProtocol(TurnProtocol):
             facts.carry = b""
             if new is ContextState.FAILED:
                 assert facts.error is not None
+                self._failed[facts.context_id] = facts
+                if len(self._failed) > _FAILED_KEPT:
+                    self._failed.popitem(last=False)
                 self._emit(TurnFailed(facts.context_id, facts.error))
             else:
                 self._emit(TurnDone(facts.context_id, cancelled=new is ContextState.CANCELLED))
         return True
-
-    # --- inputs -------------------------------------------------------------------------------------------
-
-    def receive(self, frame: str | bytes, now: float) -> None:
-        """One received frame. Frames of unknown, cancelled or finished contexts are dropped.
-
-        A malformed frame fails the turn it names, or every turn on the connection when it names none we can
-        read (module docstring of :mod:`~ttsbridge.nineninesix.frames`; docs/nineninesix.md)."""
-        raw = decode_frame(frame)
-        if raw is None:
-            # The API sends only JSON text frames; we cannot tell which turn this one was meant for.
-            return self.fail_connection(malformed("server", f"not a JSON object ({len(frame)} chars)"))
-        kind = raw.get("type")
-        cid: str | None = raw.get("context_id")
-        if cid is not None and type(cid) is not str:
-            return self.fail_connection(malformed(str(kind or "server"), context_id_problem(raw) or ""))
-        if kind == "chunk" or (kind is None and "data" in raw and not raw.get("done")):
-            # the hot path (every audio frame): the two fields we use, checked by hand, no model validation
-            return self._on_chunk(cid, raw.get("data"), now)
-        if kind == "done" or (kind is None and raw.get("done") and "error_code" not in raw):
-            problem = field_problem(raw, DONE_FIELDS)
-            if problem is not None:
-                return self._malformed_end(cid, malformed("done", problem))
-            return self._on_done(DoneMessage.model_validate(raw), now)
-        if kind == "error" or (kind is None and "error_code" in raw):
-            problem = field_problem(raw, ERROR_FIELDS)
-            if problem is not None:
-                return self._malformed_end(cid, malformed("error", problem))
-            return self._on_error(ErrorMessage.model_validate(raw), now)
-        # timestamps, flush_done and other frames this API does not send: ignore
-        self.dropped_frames += 1
-
-    def connection_lost(self, code: int | None, reason: str, now: float) -> None:
-        """The socket closed or dropped: fail every live context at once (no turn waits for a dead socket)."""
-        self.fail_connection(TTSConnectionError(f"nineninesix: {describe_close(code, reason)}"))
-
-    def connection_silent(self, detail: str, now: float) -> None:
-        """The engine's ping went unanswered: every live context fails with a
-        :class:`TTSSilentConnectionError` (a turn with no audio yet is replayed once: :func:`may_retry`)."""
-        self.fail_connection(TTSSilentConnectionError(f"nineninesix: {detail}"))
-
-    def fail_connection(self, err: TTSBridgeError) -> None:
-        """End every live context with ``err`` and mark the connection closed (the client closes the socket)."""
-        if self._closed:
-            return
-        self._closed = True
-        if isinstance(err, NineninesixProtocolError):
-            logger.warning("%s; failing the connection", err)
-        for facts in list(self.contexts.values()):
-            self._move(facts, Input.LOST, err)
-        self._queue.clear()  # never written: the contexts they were for count as unheard
-        self._emit(ConnectionFailed(err))
-
-    def _live(self, context_id: str | None, now: float) -> ContextFacts | None:
-        facts = self.contexts.get(context_id) if context_id else None
-        if facts is None:
-            self.dropped_frames += 1
-        else:
-            facts.last_heard = now
-        return facts
-
-    def _on_chunk(self, context_id: str | None, b64: object, now: float) -> None:
-        facts = self.contexts.get(context_id) if context_id else None  # the hot path: no helper calls
-        if facts is None or facts.state not in _LIVE:  # unknown, or in-flight audio of a cancelled one
-            if facts is not None:
-                facts.last_heard = now
-            self.dropped_frames += 1
-            return
-        facts.last_heard = now
-        try:
-            data = chunk_audio(b64)
-        except NineninesixProtocolError as err:
-            # The turn's audio has a hole we cannot fill: fail it, and stop it on the server (no ack awaited).
-            self._withdraw(facts)
-            self._move(facts, Input.MALFORMED, err)
-            return
-        pcm, facts.carry = wire_to_pcm16(data, self._encoding, facts.carry)
-        if pcm:
-            first = not facts.audio_bytes
-            facts.audio_bytes += len(pcm)
-            self._events.append(AudioReceived(facts.context_id, pcm, first))
-
-    def _on_done(self, msg: DoneMessage, now: float) -> None:
-        facts = self._live(msg.context_id, now)
-        if facts is None:
-            return
-        if not self._move(facts, Input.DONE_CANCELLED if msg.cancelled else Input.DONE):
-            # done comes only after our continue: false. One before it ends nothing: the turn's later text
-            # still renders and its audio must not be dropped; our own continue: false brings the real done.
-            logger.debug(
-                "nineninesix: done for context %s before its continue: false; ignored", msg.context_id
-            )
-            self.dropped_frames += 1
-
-    def _on_error(self, msg: ErrorMessage, now: float) -> None:
-        err = api_error(msg)
-        code = msg.error_code
-        facts = self.contexts.get(msg.context_id) if msg.context_id else None
-        if facts is not None:
-            facts.last_heard = now
-        answers_cancel = code in ("context_not_found", "missing_context_id")
-        if answers_cancel and (facts is None or facts.state not in _LIVE):
-            # The answer to a cancel of ours (it raced the context's end): the context is over either way. (An
-            # unsolicited one for a live context ends that context below rather than let it hang.)
-            logger.debug("nineninesix: cancel answered %s for context %s", code, msg.context_id)
-            if facts is not None and code == "context_not_found":
-                self._move(facts, Input.NOT_FOUND)
-            return
-        if err.closes_connection:
-            if facts is not None and facts.state in _LIVE:
-                self._move(facts, Input.ERROR, err)
-            self.fail_connection(err)
-            return
-        if facts is None:
-            if msg.context_id is None:
-                logger.warning("nineninesix: error with no context: %s", err)
-            self.dropped_frames += 1
-            return
-        self._move(facts, Input.NOT_FOUND if code == "context_not_found" else Input.ERROR, err)
-
-    def _malformed_end(self, cid: str | None, err: NineninesixProtocolError) -> None:
-        """A ``done``/``error`` frame we cannot read: it ends the context it names (the server is done with it,
-        so nothing is sent); one that names no context is a connection-level error we cannot read."""
-        if cid is None:
-            return self.fail_connection(err)
-        facts = self.contexts.get(cid)
-        if facts is None:
-            self.dropped_frames += 1
-            return
-        logger.warning("%s (context %s)", err, cid)
-        self._move(facts, Input.MALFORMED, err)
 
 
 __all__ = [

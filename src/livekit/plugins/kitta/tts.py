@@ -93,11 +93,6 @@ class TTS(PluginTTS[KittaOptions]):
         )
         super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
 
-    @property
-    def options(self) -> KittaOptions:
-        """The options the next turn will use."""
-        return self._provider_impl.options
-
     def update_options(
         self,
         *,

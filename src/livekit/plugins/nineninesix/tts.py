@@ -110,11 +110,6 @@ class TTS(PluginTTS[NineninesixOptions]):
         )
         super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
 
-    @property
-    def options(self) -> NineninesixOptions:
-        """The options the next turn will use."""
-        return self._provider_impl.options
-
     def update_options(
         self,
         *,

@@ -1,58 +1,23 @@
-"""Bounded waits of the LiveKit streams: when the server owes audio (:class:`Watchdog`), a cancel-safe
-``wait_for`` (:func:`within`), the supervisor of a stream's three tasks (:func:`supervise`), and the bounded
-hand-over of the audio an emitter still holds when a stream fails (:func:`deliver_held_audio`)."""
+"""The LiveKit streams' tasks: a cancel-safe ``wait_for`` (:func:`within`), the supervisor of a stream's three
+tasks (:func:`supervise`), and the bounded hand-over of the audio an emitter still holds when a stream fails
+(:func:`deliver_held_audio`). When the server owes audio is not decided here: it is the turn's one deadline,
+kept by the provider's protocol (``APIConnectOptions.timeout`` is passed down as the turn's ``timeout``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import sys
-import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from livekit.agents import tts, utils
 
-from ttsbridge.errors import TTSTimeoutError
+__all__ = ["cancel_pending", "deliver_held_audio", "supervise", "within"]
 
-__all__ = ["Watchdog", "cancel_pending", "deliver_held_audio", "supervise", "within"]
-
-
-class Watchdog:
-    """When the server owes audio, and until when.
-
-    Armed by the first send after the last audio chunk (the next chunk must come within ``timeout``), and
-    for good once the input has ended (each chunk, and the completion, must come within ``timeout`` of the
-    previous one). While the input is still open and audio has caught up with the text, nothing is owed: the
-    LLM may be slow, and that is not the TTS's fault.
-    """
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._owed_since: float | None = None
-        self._ended = False
-
-    @staticmethod
-    def _now() -> float:
-        return time.monotonic()
-
-    def on_send(self) -> None:
-        if self._owed_since is None:
-            self._owed_since = self._now()
-
-    def on_end(self) -> None:
-        self._ended = True
-        if self._owed_since is None:
-            self._owed_since = self._now()
-
-    def on_audio(self) -> None:
-        self._owed_since = self._now() if self._ended else None
-
-    def remaining(self) -> float | None:
-        """Seconds left before the deadline (<= 0: expired), or None when nothing is owed."""
-        if self._owed_since is None:
-            return None
-        return self._owed_since + self.timeout - self._now()
+#: How long the receiving side gets to report a failure first when the sending side failed (its error is the
+#: turn's real one).
+REPORT_WAIT: Final = 1.0
 
 
 _T = TypeVar("_T")
@@ -108,10 +73,9 @@ async def supervise(
     send_t: asyncio.Task[None],
     recv_t: asyncio.Task[None],
     input_t: asyncio.Task[None],
-    *,
-    watchdog: Watchdog,
 ) -> None:
-    """Wait until the turn's audio is complete; raise the first task error, or a timeout if audio is late.
+    """Wait until the turn's audio is complete; raise the first task error (a late audio is the turn's own
+    :class:`~ttsbridge.errors.TTSTimeoutError`, raised by its iteration).
 
     The receiving side's error is the turn's real one (a send to a turn that just failed only says the turn
     is over), so when sending fails the receiver gets a moment (bounded) to report first.
@@ -123,19 +87,15 @@ async def supervise(
         for t in (send_t, input_t):
             if t.done() and not t.cancelled() and t.exception() is not None:
                 if not recv_t.done():
-                    await asyncio.wait({recv_t}, timeout=min(watchdog.timeout, 1.0))
+                    await asyncio.wait({recv_t}, timeout=REPORT_WAIT)
                 if recv_t.done() and not recv_t.cancelled() and recv_t.exception() is not None:
                     raise recv_t.exception()  # type: ignore[misc]
                 raise t.exception()  # type: ignore[misc]
         if send_t.done() and recv_t.done():
             return
-        remaining = watchdog.remaining()
-        if remaining is not None and remaining <= 0:
-            raise TTSTimeoutError(f"no audio from the server within {watchdog.timeout:g}s")
-        wait = watchdog.timeout if remaining is None else remaining
         live = {t for t in tasks if not t.done()}
         if live:
-            await asyncio.wait(live, timeout=max(wait, 0.0), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
 
 
 def cancel_pending() -> bool:

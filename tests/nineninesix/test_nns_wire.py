@@ -16,9 +16,9 @@ from proto_driver import Driver
 
 from ttsbridge.engine import AudioReceived, ConnectionFailed, TurnDone, TurnFailed
 from ttsbridge.errors import TTSConnectionError
-from ttsbridge.nineninesix.frames import NineninesixProtocolError
 from ttsbridge.nineninesix.models import OutputFormat
 from ttsbridge.nineninesix.protocol import ContextState, NineninesixProtocol
+from ttsbridge.nineninesix.wire import NineninesixProtocolError
 
 PCM = base64.b64encode(b"\x01\x00\x02\x00").decode()
 
@@ -27,7 +27,8 @@ def proto() -> Driver:
     p = Driver(NineninesixProtocol(OutputFormat()))
     for cid in ("a", "b"):
         p.open(cid)
-        p.p.end_turn(cid, p.now, "Hello.")
+        p.p.send_text(cid, "Hello.", p.now)
+        p.p.end_turn(cid, p.now)
     p.p.data_to_send()  # written: the server knows both contexts
     return p
 

@@ -4,17 +4,23 @@ attempt is retried, and the attempt that follows it (a fresh session on a new co
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Final, Protocol, TypeVar
+from typing import Final, Protocol
 
+from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSBridgeError
-from ttsbridge.kitta.handshake import backoff_delay, retry_request_id
+from ttsbridge.kitta.catalog import backoff_delay, retry_request_id
+from ttsbridge.kitta.models import StartRequest
 
-__all__ = ["Attempt", "Outcome", "TurnFacts", "backoff", "next_attempt", "no_retry_reason", "not_before_next"]
+# fmt: off
+__all__ = [
+    "Attempt", "KittaRequest", "Outcome", "Replay", "TurnFacts", "backoff", "no_retry_reason", "not_before_next",
+    "plan_retry",
+]
+# fmt: on
 
 logger = logging.getLogger("ttsbridge.kitta")
 
@@ -46,12 +52,39 @@ class TurnFacts:
     outcome: Outcome | None = None
     error: TTSBridgeError | None = None
     failed_at: float | None = None
+    #: ``stop`` was asked (no more text for the turn).
+    ended: bool = False
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a retried attempt hands its successor: the texts of the segments none of whose audio was
+    delivered, the unflushed buffer, and whether ``stop`` was asked."""
+
+    segments: tuple[str, ...] = ()
+    buffer: str = ""
+    stop: bool = False
+
+
+@dataclass(frozen=True)
+class KittaRequest:
+    """The typed request of one Kitta attempt (``KittaProtocol.open_turn``): the ``start`` request (None: the
+    protocol's own), no ``start`` before ``not_before`` (loop time), whether every ``send_text`` closes its
+    segment (``flush_each_send``: the turn interface sends whole sentences), and for a retry the turn's
+    record (``facts``, shared by its attempts) and what it replays."""
+
+    start: StartRequest | None = None
+    not_before: float | None = None
+    flush_each_send: bool = False
+    facts: TurnFacts | None = field(default=None, compare=False)
+    replay: Replay | None = None
+    #: The turn's longest server silence while it owes something (None: the connection's).
+    event_timeout: float | None = None
 
 
 class Attempt(Protocol):
-    """What the retry policy reads and calls on one attempt (a :class:`~ttsbridge.kitta.protocol.KittaProtocol`,
-    a dataclass: its successor is a :func:`dataclasses.replace` copy). Declared here so that this module does
-    not import the protocol that imports it."""
+    """What the retry policy reads of one attempt (a :class:`~ttsbridge.kitta.protocol.KittaProtocol`).
+    Declared here so that this module does not import the protocol that imports it."""
 
     backoff_initial: float
     backoff_max: float
@@ -59,6 +92,9 @@ class Attempt(Protocol):
     resume_after_audio: bool
     rng: random.Random | None
     units_billed: int
+    event_timeout: float
+    request: StartRequest
+    flush_each_send: bool
 
     @property
     def facts(self) -> TurnFacts | None: ...
@@ -68,14 +104,7 @@ class Attempt(Protocol):
 
     def can_resume(self) -> bool: ...
 
-    def open_turn(
-        self, turn_id: str, now: float, *, not_before: float | None = None, facts: TurnFacts | None = None
-    ) -> None: ...
-
-    def replay_into(self, other: Attempt) -> int: ...  # (a KittaProtocol takes only another one)
-
-
-_A = TypeVar("_A", bound=Attempt)
+    def replay(self) -> Replay: ...
 
 
 def backoff(proto: Attempt, attempt: int, err: TTSBridgeError) -> float:
@@ -95,8 +124,10 @@ def no_retry_reason(proto: Attempt, err: TTSBridgeError, facts: TurnFacts) -> st
     return ""
 
 
-def next_attempt(proto: _A, err: TTSBridgeError, now: float) -> _A | None:
-    """The turn's next attempt after ``proto`` failed with ``err`` at ``now``, or None (the turn fails)."""
+def plan_retry(proto: Attempt, err: TTSBridgeError, now: float) -> RetryPlan | None:
+    """The turn's next attempt after ``proto`` failed with ``err`` at ``now`` (a derived request_id, the
+    never-delivered segments replayed, ``start`` held for the backoff, its connection dialled
+    :data:`PRECONNECT_LEAD` before), or None (the turn fails). Counts the retry in the turn's facts."""
     facts = proto.facts
     assert facts is not None
     reason = no_retry_reason(proto, err, facts)
@@ -107,9 +138,7 @@ def next_attempt(proto: _A, err: TTSBridgeError, now: float) -> _A | None:
     facts.units += proto.units_billed
     new_id = retry_request_id(facts.base_id, facts.retries)
     delay = backoff(proto, facts.retries, err)
-    successor = dataclasses.replace(proto, label=new_id)
-    successor.open_turn(new_id, now, not_before=now + delay, facts=facts)
-    replayed = proto.replay_into(successor)
+    replay = proto.replay()
     facts.ids.append(new_id)
     logger.warning(
         "kitta %s: %s; retry %d/%d as %s in %.2f s (%d segment(s) replayed)",
@@ -119,9 +148,12 @@ def next_attempt(proto: _A, err: TTSBridgeError, now: float) -> _A | None:
         proto.max_retries,
         new_id,
         delay,
-        replayed,
+        len(replay.segments),
     )
-    return successor
+    request = KittaRequest(
+        proto.request, now + delay, proto.flush_each_send, facts, replay, event_timeout=proto.event_timeout
+    )
+    return RetryPlan(new_id, request, now + delay, dial_at=now + delay - PRECONNECT_LEAD)
 
 
 def not_before_next(proto: Attempt, current: float) -> float:

@@ -1,10 +1,11 @@
-"""One Kitta WebSocket connection (= one server session) on the engine's :class:`~ttsbridge.engine.Connection`.
+"""One Kitta WebSocket connection (= one server session) on the engine's :class:`~ttsbridge.engine.Connection`:
+the :class:`~ttsbridge.engine.turn.Link` a Kitta turn's attempt runs on.
 
-:class:`KittaSession` holds no turn state: it connects (in a background task, at once or when its protocol
-says a held retry should), writes and dispatches through the engine's connection, and asks its
+:class:`KittaConnection` holds no turn state: it connects in a background task (text sent before the socket
+is up waits in the protocol), writes and dispatches through the engine's connection, and asks its
 :class:`~ttsbridge.kitta.protocol.KittaProtocol` everything else (as websockets' ``Connection.state`` returns
 ``self.protocol.state``). Once the protocol knows the outcome (finish, error, protocol error, timeout, close)
-the task finishes the close in the background, bounded, and the session lets go of its socket.
+the task finishes the close in the background, bounded, and the connection lets go of its socket.
 """
 
 from __future__ import annotations
@@ -13,20 +14,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from websockets.asyncio.client import ClientConnection
 
 from ttsbridge.engine.connection import Connection
 from ttsbridge.engine.events import ConnectionFailed, Event, TurnEvent
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSTimeoutError
-from ttsbridge.kitta.models import KittaOptions
 from ttsbridge.kitta.protocol import KittaProtocol, State
 
-if TYPE_CHECKING:
-    from ttsbridge.kitta.client import KittaClient
-
-__all__ = ["KittaSession"]
+__all__ = ["ConnectSettings", "KittaConnection"]
 
 log = logging.getLogger("ttsbridge.kitta")
 
@@ -34,27 +31,49 @@ log = logging.getLogger("ttsbridge.kitta")
 MAX_FRAME: int = 16 * 2**20
 
 
-class KittaSession:
-    """One WebSocket connection = one Kitta session. Starts connecting at construction (needs a running loop),
-    or at ``connect_at`` (loop time) for a retry held in its backoff.
+@dataclass(frozen=True)
+class ConnectSettings:
+    """The client's connection knobs (see :class:`~ttsbridge.kitta.client.KittaClient`)."""
 
-    :attr:`authenticated` and :attr:`ready` are set when the server says so, and when the session ends."""
+    connect_timeout: float = 10.0
+    close_timeout: float = 2.0
+    ping_interval: float | None = 5.0
+    ping_after_silence: float | None = None
+    pong_timeout: float = 1.5
+    proxy: str | bool | None = True
 
-    def __init__(self, client: KittaClient, proto: KittaProtocol, *, connect_at: float | None = None) -> None:
-        self.client = client
+
+class KittaConnection:
+    """One WebSocket connection = one Kitta session. Starts connecting at construction (needs a running loop).
+
+    :attr:`authenticated` and :attr:`ready` are set when the server says so, and when the session ends.
+    ``closed`` tells whether its client is closed (then it does not connect); ``on_release`` is called once
+    its task is over."""
+
+    def __init__(
+        self,
+        settings: ConnectSettings,
+        proto: KittaProtocol,
+        *,
+        closed: Callable[[], bool] = lambda: False,
+        on_release: Callable[[KittaConnection], None] | None = None,
+    ) -> None:
+        self.settings = settings
         self.proto = proto
+        self._client_closed = closed
+        self._on_release = on_release
         self._loop = asyncio.get_running_loop()
         self.created_at = self._loop.time()
-        extra = {} if client.proxy is True else {"proxy": client.proxy}  # websockets < 15 has no proxy
+        extra = {} if settings.proxy is True else {"proxy": settings.proxy}  # websockets < 15 has no proxy
         self.connection: Connection | None = Connection(
             proto,
             on_event=self._on_event,
             on_receive=self._progress,
-            connect_timeout=client.connect_timeout,
-            close_timeout=client.close_timeout,
-            ping_interval=client.ping_interval,
-            ping_after_silence=client.ping_after_silence,
-            pong_timeout=client.pong_timeout,
+            connect_timeout=settings.connect_timeout,
+            close_timeout=settings.close_timeout,
+            ping_interval=settings.ping_interval,
+            ping_after_silence=settings.ping_after_silence,
+            pong_timeout=settings.pong_timeout,
             max_size=MAX_FRAME,
             name=f"kitta-{proto.request_id}",
             connect_options=extra,
@@ -67,12 +86,11 @@ class KittaSession:
         self._closing = False
         #: Set by a pool: the age after which an unused connection should be replaced.
         self.max_age: float | None = None
-        self._pumps: set[asyncio.Task[None]] = set()
-        client.track(self)
-        self._task = asyncio.create_task(self._run(connect_at), name=f"kitta-session-{proto.request_id}")
+        self._task = asyncio.create_task(self._run(), name=f"kitta-session-{proto.request_id}")
 
     def __repr__(self) -> str:
-        return f"KittaSession(request_id={self.request_id!r}, state={self.proto.state.value}, ended={self.ended})"
+        state = self.proto.state.value
+        return f"KittaConnection(request_id={self.request_id!r}, state={state}, ended={self.ended})"
 
     # --------------------------------------------------------------------------------------------- queries
 
@@ -122,34 +140,40 @@ class KittaSession:
     def task(self) -> asyncio.Task[None]:
         return self._task
 
-    # ----------------------------------------------------------------------------------------------- turns
+    # ------------------------------------------------------------------------------- the link of a turn
 
-    def attach(self, sink: Callable[[TurnEvent], None]) -> None:
-        """Deliver the events of this connection's turn to ``sink`` (the generation's)."""
-        if self.connection is not None and self.proto.turn_id is not None:
-            self.connection.attach(self.proto.turn_id, sink)
+    @property
+    def protocol(self) -> KittaProtocol:
+        return self.proto
 
-    def begin(
-        self, request_id: str, options: KittaOptions | None = None, *, not_before: float | None = None
-    ) -> None:
-        """Open the turn on this (pre-connected) session: its ``start`` goes out for ``request_id`` and
-        ``options``, once authenticated and not before ``not_before`` (loop time)."""
-        request = options.start_request() if options is not None else None
-        self.proto.open_turn(request_id, self._loop.time(), request=request, not_before=not_before)
-        self._task.set_name(f"kitta-session-{request_id}")
-        task = asyncio.create_task(self.pump(), name=f"kitta-pump-{request_id}")
-        self._pumps.add(task)
-        task.add_done_callback(self._pumps.discard)
+    def now(self) -> float:
+        return self._loop.time()
 
-    async def pump(self) -> None:
+    def attach(self, turn_id: str, sink: Callable[[TurnEvent], None]) -> None:
+        """Deliver the events of this connection's turn to ``sink`` (the turn's)."""
+        if self.connection is not None:
+            self.connection.attach(turn_id, sink)
+            self._task.set_name(f"kitta-session-{turn_id}")
+
+    def detach(self, turn_id: str) -> None:
+        if self.connection is not None:
+            self.connection.detach(turn_id)
+
+    async def flush(self, timeout: float | None = None) -> None:
         """After a command: dispatch its events and write what the protocol allows now (frames queued before
-        the socket is up are written once it is)."""
+        the socket is up are written once it is). Never raises: a loss is the protocol's to report."""
         conn = self.connection
         if conn is None or (conn.ws is None and self.proto.has_data_to_send()):
             return
         with contextlib.suppress(TTSConnectionError):  # lost while writing: the protocol was told
-            await conn.flush()
+            await conn.flush(timeout)
         self._progress()
+
+    async def abort(self, error: TTSBridgeError) -> None:
+        """Fail the turn on it with ``error`` (the client shuts down: no retry), then close."""
+        self.proto.abort(error, self._loop.time())
+        await self.flush()
+        await self.close(1000, "client closed")
 
     # ------------------------------------------------------------------------------------------------ life
 
@@ -166,17 +190,14 @@ class KittaSession:
         if isinstance(event, ConnectionFailed):
             self._over.set()
 
-    async def _run(self, connect_at: float | None) -> None:
+    async def _run(self) -> None:
         try:
-            if connect_at is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._over.wait(), max(0.0, connect_at - self._loop.time()))
             if not self.proto.terminal and await self._connect():
                 log.debug("kitta %s: connected (auth=%s)", self.request_id, self.proto.auth)
-                await self.pump()
+                await self.flush()
                 await self._over.wait()
         finally:
-            await self.pump()
+            await self.flush()
             self._end()
             conn = self.connection
             if conn is not None:
@@ -186,7 +207,7 @@ class KittaSession:
     async def _connect(self) -> bool:
         conn = self.connection
         assert conn is not None
-        if self.client.closed:
+        if self._client_closed():
             self.proto.fail_connect(
                 TTSConnectionError("kitta: client is closed", retryable=False), self._now()
             )
@@ -220,7 +241,8 @@ class KittaSession:
     def _release(self) -> None:
         """The task is over: the socket (and the connection holding it) goes."""
         self.connection = None
-        self.client.untrack(self)
+        if self._on_release is not None:
+            self._on_release(self)
 
     async def wait_ready(self, timeout: float) -> None:
         """Until ``ready``; raises the session's error, or :class:`TTSTimeoutError` (and closes)."""
@@ -249,13 +271,13 @@ class KittaSession:
         for it once the socket is up (a session still connecting is stopped and waited for)."""
         self._closing = True
         self.proto.close(reason or "closed")
-        await self.pump()
+        await self.flush()
         self._over.set()
         task = self._task
         if not task.done() and self.ws is None:
             task.cancel()  # not connected yet (handshaking, or a retry waiting for its time)
         if not task.done() and (wait or self.ws is None):
-            done, _ = await asyncio.wait({task}, timeout=self.client.close_timeout + 2.0)
+            done, _ = await asyncio.wait({task}, timeout=self.settings.close_timeout + 2.0)
             if not done:
                 task.cancel()
                 await asyncio.wait({task}, timeout=1.0)
