@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ttsbridge.cache.store import PhraseStore
 from ttsbridge.cache.turn import CachedTurn
 from ttsbridge.policy.usage import TurnUsage
 from ttsbridge.turns import Synthesis, TurnProvider
-
-if TYPE_CHECKING:
-    from ttsbridge.cache.phrase import PhraseCache
 
 __all__ = ["PhraseSynthesis"]
 
@@ -24,7 +22,7 @@ class PhraseSynthesis(Synthesis):
 
     def __init__(
         self,
-        cache: PhraseCache,
+        cache: PhraseStore,
         provider: TurnProvider,
         text: str,
         sample_rate: int,

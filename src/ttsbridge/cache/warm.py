@@ -6,13 +6,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ttsbridge.cache.store import PhraseStore
 from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
 from ttsbridge.turns import TurnProvider
-
-if TYPE_CHECKING:
-    from ttsbridge.cache.phrase import PhraseCache
 
 __all__ = ["Progress", "WarmReport", "warm_phrases"]
 
@@ -33,7 +31,7 @@ Progress = Callable[[int, int, str, str], None]
 
 
 async def warm_phrases(
-    cache: PhraseCache,
+    cache: PhraseStore,
     tts: Any,
     texts: Iterable[str],
     *,
