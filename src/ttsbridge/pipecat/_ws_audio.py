@@ -6,7 +6,9 @@ Pipecat's idle timeout, barge-in and turn failure. See :mod:`ttsbridge.pipecat._
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -93,26 +95,12 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         clock = state.clock
         bytes_per_s = 2.0 * rate
         join = joiner(state.turn, rate=rate, coalesce_s=self.coalesce_audio_s)  # chunks queued behind
-        append = self.append_to_audio_context
+        out = functools.partial(self._push_audio, state, rate)
         take_ready = getattr(state.turn, "take_ready", None)
         # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
         playout = Playout() if take_ready is not None and self.hold_when_ahead else None
         loop_time = asyncio.get_running_loop().time
         limit = max(2, int(self.coalesce_audio_s * rate) * 2)
-
-        async def out(pcm: bytes) -> None:
-            state.touch()
-            if state.record is not None:
-                state.record.on_audio()
-            await append(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
-            now = time.monotonic()
-            if state.first_audio_at is None:
-                state.first_audio_at = now
-            due = now - state.first_audio_at + self.word_due_margin_s
-            words = clock.add_audio(len(pcm) / bytes_per_s, due_s=due)
-            words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
-            if words:
-                await self._push_words(clock, words, context_id)
 
         try:
             async for pcm in state.turn:
@@ -128,16 +116,8 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                 if playout is None:
                     continue
                 playout.push(len(pcm) / bytes_per_s, loop_time())
-                while small and (wait := playout.hold(loop_time())):
-                    await self._hold(state, wait)  # the chunks arriving meanwhile queue in the turn
-                    got = False
-                    while not state.cancelled and (pcm := take_ready(limit)):  # type: ignore[misc]
-                        got = True
-                        await out(pcm)
-                        playout.push(len(pcm) / bytes_per_s, loop_time())
-                    if not got:  # nothing came: the turn is over (the iterator says so) or the server stalled:
-                        playout = None  # no more holds in this turn (never pace audio already received)
-                        break
+                if small and not await self._hold_while_ahead(state, playout, out, take_ready, limit, rate):
+                    playout = None  # no more holds in this turn (never pace audio already received)
             if state.cancelled:
                 return
             # done: the rest of the words, timed by the real duration; then the stop frame.
@@ -153,6 +133,47 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             if self._turns.get(context_id) is state:
                 del self._turns[context_id]
             await self._report_usage(context_id)
+
+    async def _push_audio(self, state: _TurnState, rate: int, pcm: bytes) -> None:
+        """One frame of the turn's audio into its audio context, then the words it makes due."""
+        context_id, clock = state.context_id, state.clock
+        state.touch()
+        if state.record is not None:
+            state.record.on_audio()
+        await self.append_to_audio_context(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
+        now = time.monotonic()
+        if state.first_audio_at is None:
+            state.first_audio_at = now
+        due = now - state.first_audio_at + self.word_due_margin_s
+        words = clock.add_audio(len(pcm) / (2.0 * rate), due_s=due)
+        words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
+        if words:
+            await self._push_words(clock, words, context_id)
+
+    async def _hold_while_ahead(
+        self,
+        state: _TurnState,
+        playout: Playout,
+        out: Callable[[bytes], Awaitable[None]],
+        take_ready: Callable[[int], bytes],
+        limit: int,
+        rate: int,
+    ) -> bool:
+        """While the turn's audio is safely ahead of playback: wait, then push what queued meanwhile (frames
+        of at most ``limit`` bytes). False when a wait brought nothing: the turn is over (the iterator says
+        so) or the server stalled."""
+        loop_time = asyncio.get_running_loop().time
+        bytes_per_s = 2.0 * rate
+        while wait := playout.hold(loop_time()):
+            await self._hold(state, wait)  # the chunks arriving meanwhile queue in the turn
+            got = False
+            while not state.cancelled and (pcm := take_ready(limit)):
+                got = True
+                await out(pcm)
+                playout.push(len(pcm) / bytes_per_s, loop_time())
+            if not got:
+                return False
+        return True
 
     @staticmethod
     async def _hold(state: _TurnState, seconds: float) -> None:
