@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
-import os
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ttsbridge import __version__
-from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
+from ttsbridge.cli_cache import _add_cache
+from ttsbridge.cli_common import _progress, _provider, _target, _target_opts
+from ttsbridge.errors import TTSBridgeError
 from ttsbridge.providers import NAMES
 
 DESCRIPTION = """\
@@ -32,46 +32,6 @@ examples:
   ttsbridge voices
   ttsbridge cache warm --sqlite phrases.db --voice V "Hello! How can I help?" "Goodbye!"
 """
-
-
-def _progress(msg: str) -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K" + msg)
-    else:
-        sys.stderr.write(msg + "\n")
-    sys.stderr.flush()
-
-
-@contextlib.asynccontextmanager
-async def _target(args: argparse.Namespace) -> AsyncIterator[tuple[str, str | None, Any]]:
-    """(base_url, api_key, emulator or None): the real service given a key or URL, else the emulator."""
-    from ttsbridge import providers
-
-    spec = providers.get(args.provider)
-    key = args.api_key or os.environ.get(spec.key_env)
-    if args.base_url or (key and not args.emulator):
-        yield (args.base_url or spec.default_base_url), key, None
-        return
-    from ttsbridge.emulator import Emulator, EmulatorConfig
-
-    async with Emulator(EmulatorConfig(realtime_factor=args.realtime_factor, log_messages=False)) as emu:
-        yield emu.base_url, emu.api_key_for(spec.name), emu
-
-
-def _provider(args: argparse.Namespace, base_url: str, key: str | None, emu: Any = None) -> Any:
-    from ttsbridge import providers
-
-    spec = providers.get(args.provider)
-    voice = args.voice
-    if not spec.has_default_voice:
-        if not voice and emu is not None:
-            from ttsbridge.emulator import SPEECH_VOICE_ID, TONE_VOICE_ID, speech_available
-
-            voice = SPEECH_VOICE_ID if speech_available() else TONE_VOICE_ID
-        if not voice:
-            name = spec.display_name
-            raise TTSInvalidOptionError("--voice", None, f"a {name} voice id ({name} has no default voice)")
-    return spec.turn_provider(key, base_url=base_url, voice=voice, encoding=args.encoding)
 
 
 async def _say(args: argparse.Namespace) -> int:
@@ -134,81 +94,6 @@ async def _say(args: argparse.Namespace) -> int:
     print(f"time to first audio: {1000 * (ttfa or 0):.0f} ms; total: {1000 * total:.0f} ms")
     print(f"usage: {usage.report()}")
     return 0
-
-
-def _phrase_cache(args: argparse.Namespace) -> Any:
-    from ttsbridge.cache import PhraseCache
-
-    scope = getattr(args, "scope", None)
-    if args.redis:
-        return PhraseCache.redis(args.redis, ttl=args.ttl, scope=scope)
-    return PhraseCache.sqlite(args.sqlite, max_bytes=args.max_bytes, scope=scope)
-
-
-def _option_values(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--option NAME=VALUE`` (repeated) as provider option fields; a value is read as JSON when it is
-    (``1.2``, ``true``, ``null``), else as text (``en``)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, raw = pair.partition("=")
-        if not sep or not name.strip():
-            raise TTSInvalidOptionError("--option", pair, "NAME=VALUE (a provider option field)")
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
-        out[name.strip()] = value
-    return out
-
-
-def _phrases(args: argparse.Namespace) -> list[str]:
-    texts = list(args.text)
-    if args.file:
-        with open(args.file, encoding="utf-8") as f:
-            texts += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
-    return texts
-
-
-async def _cache_warm(args: argparse.Namespace) -> int:
-    texts = _phrases(args)
-    if not texts:
-        print("error: no phrases (give them as arguments or with --file, one a line)", file=sys.stderr)
-        return 2
-    cache = _phrase_cache(args)
-    try:
-        async with _target(args) as (base_url, key, emu):
-            if emu is not None:
-                print(f"using the built-in emulator at {emu.base_url}", file=sys.stderr)
-            provider = _provider(args, base_url, key, emu)
-
-            def progress(done: int, total: int, text: str, status: str) -> None:
-                _progress(f"[{done}/{total}] {status:6} {text[:60]}")
-
-            try:
-                provider.update_options(**_option_values(args.option))  # validated: an error naming the field
-                report = await cache.warm(provider, texts, sample_rate=args.sample_rate, progress=progress)
-            finally:
-                await provider.aclose()
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")
-        stats = cache.stats()
-        print(
-            f"{cache!r}: {report.stored} stored, {report.cached} already cached, {report.failed} failed;"
-            f" {stats.entries} entries, {stats.bytes} bytes"
-        )
-    finally:
-        await cache.aclose()
-    return 1 if report.failed else 0
-
-
-async def _cache_stats(args: argparse.Namespace) -> int:
-    cache = _phrase_cache(args)
-    try:
-        stats = cache.stats()
-        print(f"{cache!r}: {stats.entries} entries, {stats.bytes} bytes")
-    finally:
-        await cache.aclose()
-    return 1 if stats.errors else 0
 
 
 async def _emulator(args: argparse.Namespace) -> int:
@@ -295,23 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _target_opts(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--provider", choices=NAMES, default=NAMES[0])
-    sp.add_argument("--api-key", help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)")
-    sp.add_argument(
-        "--base-url", help="service URL; with neither key nor URL the built-in emulator is used"
-    )
-    sp.add_argument(
-        "--emulator", action="store_true", help="use the built-in emulator even if a key is set"
-    )
-    sp.add_argument("--voice", help="voice id (default: the service's default voice)")
-    sp.add_argument(
-        "--realtime-factor",
-        type=float,
-        default=0.0,
-        help="emulator pacing: 1.0 streams audio in real time, 0 as fast as it is made (default)",
-    )
-
 
 def _add_say(sub: Any) -> None:  # argparse's _SubParsersAction
     say = sub.add_parser(
@@ -373,47 +241,6 @@ def _refuse_without_voice_listing(parser: argparse.ArgumentParser, provider: str
     if providers.get(provider).list_voices is None:
         listing = ", ".join(repr(n) for n in NAMES if providers.get(n).list_voices is not None)
         parser.error(f"argument --provider: invalid choice: {provider!r} (choose from {listing})")
-
-
-def _cache_opts(sp: argparse.ArgumentParser) -> None:
-    where = sp.add_mutually_exclusive_group(required=True)
-    where.add_argument("--sqlite", metavar="PATH", help="the SQLite file the workers share")
-    where.add_argument("--redis", metavar="URL", help="redis://host:6379/0 (a password in it is never shown)")
-    sp.add_argument("--max-bytes", type=int, default=512 << 20, help="SQLite: bound in bytes (default 512 MiB)")
-    sp.add_argument("--ttl", type=float, default=7 * 86400.0, help="Redis: entry lifetime, s (default 7 days)")
-
-
-def _add_cache(sub: Any) -> None:  # argparse's _SubParsersAction
-    cache = sub.add_parser("cache", help="the phrase cache: warm it with fixed phrases, show its size")
-    csub = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
-    warm = csub.add_parser(
-        "warm",
-        help="render phrases into a SQLite or Redis phrase cache (skipping those it holds)",
-        description="Render each phrase once, as the services would on a miss, and store it, so every worker "
-        "sharing the cache speaks it at once. The provider and voice options must be those the workers use.",
-    )
-    warm.add_argument("text", nargs="*", help="phrases to warm")
-    warm.add_argument("--file", "-f", help="a file of phrases, one a line ('#' lines skipped)")
-    warm.add_argument("--sample-rate", type=int, default=24000, help="the workers' output rate (default: 24000)")
-    warm.add_argument(
-        "--encoding", choices=("pcm_s16le", "pcm_mulaw", "pcm_alaw"), default="pcm_s16le", help="wire encoding"
-    )
-    warm.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a provider option the workers set (keyed): language=en, speed=1.1, emotion=happy... (repeatable)",
-    )
-    warm.add_argument(
-        "--scope", help="the workers' PhraseCache(scope=...), when they set one (default: a digest of the key)"
-    )
-    _cache_opts(warm)
-    _target_opts(warm)
-    warm.set_defaults(func=_cache_warm)
-    stats = csub.add_parser("stats", help="entries and bytes in a SQLite or Redis phrase cache")
-    _cache_opts(stats)
-    stats.set_defaults(func=_cache_stats)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
