@@ -101,7 +101,7 @@ async def _until_open(proxy: FaultProxy) -> None:
 async def _until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
-    while not cond():  # noqa: ASYNC110 - proxy state, no event
+    while not cond():  # proxy state: no event to wait on
         if loop.time() >= end:
             raise AssertionError(f"the proxy never reached the state the fault needs within {timeout} s")
         await asyncio.sleep(0.01)
