@@ -58,8 +58,8 @@ HERE = Path(__file__).resolve()
 #: ~3.2 s of the emulator's tone voice (60 ms per character), one sentence, a 7-digit tag per turn.
 TURN_TEXT = "Okay {tag:07d}, I can help you with all of that today."
 WARM_TEXT = "Hi {tag:07d}."
-LADDER = (10, 20, 30, 40, 50, 60, 75, 100, 125, 150)
-QUICK_LADDER = (20, 40, 60, 80, 100)
+LADDER = (25, 50, 75, 100, 125, 150, 175, 200, 250, 300)
+QUICK_LADDER = (50, 100, 150, 200, 250)
 SYSTEMS = ("peer", "ours", "floor")
 
 
@@ -402,7 +402,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--paces", default="1,2", help="server pace, multiples of real time")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of peer, ours, floor, raw")
     ap.add_argument("--ladder", default=",".join(map(str, LADDER)), help="stream counts, ascending")
-    ap.add_argument("--max-streams", type=int, default=150, help="stop the ladder above this")
+    ap.add_argument("--max-streams", type=int, default=300, help="stop the ladder above this")
     ap.add_argument("--rounds", type=int, default=3, help="turns per stream per level")
     ap.add_argument("--first-chunk-latency", type=float, default=0.05)
     ap.add_argument("--max-p95-ms", type=float, default=50.0)

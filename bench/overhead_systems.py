@@ -259,7 +259,10 @@ class LiveKitStreams(Streams):
         from livekit.agents import APIConnectOptions
 
         self._conn = APIConnectOptions(max_retry=0, retry_interval=0.0, timeout=10.0)
-        self._http = aiohttp.ClientSession()
+        # No connection cap: aiohttp's default connector admits 100 connections (LiveKit's shared session 50
+        # per host), and the peer's WebSockets come from this session, so above 100 streams its turns would
+        # wait for a free connection slot: a capacity figure of the connector, not of the plugin.
+        self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         self._tts = [self.make() for _ in range(n)]
 
     async def turn(self, i: int, tag: int) -> Turn:

@@ -8,7 +8,7 @@ import cycle); :class:`~ttsbridge.livekit.TurnTTS` sets these attributes in its 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from livekit.agents import tokenize, tts
 
@@ -30,6 +30,10 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
     _speech_rate: SpeechRate
     _logger: logging.Logger
     _secrets: tuple[str, ...]
+    #: Once a turn's audio is safely ahead of real-time playback (a server faster than real time), read it
+    #: less often and push what arrived meanwhile as one buffer (:class:`~ttsbridge.policy.chunks.Playout`;
+    #: the first audio is never held). ``False`` pushes every chunk as it comes.
+    hold_when_ahead: ClassVar[bool] = True
 
     def _redact(self, text: object) -> str:
         return redact(text, self._secrets)

@@ -19,7 +19,7 @@ from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
-from ttsbridge.policy.chunks import joiner
+from ttsbridge.policy.chunks import Playout, joiner
 from ttsbridge.policy.words import TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
@@ -28,6 +28,9 @@ __all__ = ["TurnSynthesizeStream"]
 
 #: Bound on one pushed buffer made of chunks already queued when the first was read (never waits).
 _COALESCE_S = 0.1
+#: Bound on one pushed buffer of what queued during a hold, while the turn is safely ahead of playback:
+#: everything in it had arrived before it is pushed (its size delays nothing), and the emitter re-frames it.
+_HOLD_FRAME_S = 0.5
 
 
 class TurnSynthesizeStream(tts.SynthesizeStream):
@@ -243,10 +246,14 @@ class _Attempt:
         bytes_per_s = 2.0 * rate
         push, timer = self.emitter.push, self.timer
         join = joiner(opened, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued behind
-        async for pcm in opened:
-            if not pcm:
-                continue
-            pcm = join(pcm)
+        limit = max(2, int(_COALESCE_S * rate) * 2)
+        take_ready = getattr(opened, "take_ready", None)
+        # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
+        playout = Playout() if take_ready is not None and self.owner.hold_when_ahead else None
+        hold_max = max(limit, int(_HOLD_FRAME_S * rate) * 2)
+        clock = asyncio.get_running_loop().time
+
+        def out(pcm: bytes) -> None:
             push(pcm)
             if not self.audio:
                 self.first_audio_at = time.perf_counter()
@@ -258,6 +265,31 @@ class _Attempt:
                 words += timer.complete_rendered(opened.rendered)  # (Kitta: a segment's audio ended)
                 if words:
                     self._emit_words(words)
+
+        async for pcm in opened:
+            if not pcm:
+                continue
+            n = len(pcm)
+            pcm = join(pcm)
+            out(pcm)
+            if playout is None:
+                continue
+            playout.push(len(pcm) / bytes_per_s, clock())
+            if n != len(pcm):  # chunks were queued: a burst, or a busy loop; joining already saves the pushes
+                playout = None  # (no holds in this turn: their wake-ups would land amid the burst)
+                continue
+            if 2 * n > limit:  # a chunk too large for a buffer to gather more
+                continue
+            while wait := playout.hold(clock()):
+                await asyncio.sleep(wait)  # the chunks arriving meanwhile queue in the turn (no wake-up)
+                got = False
+                while pcm := take_ready(hold_max):  # type: ignore[misc]
+                    got = True
+                    out(pcm)
+                    playout.push(len(pcm) / bytes_per_s, clock())
+                if not got:  # nothing came: the turn is over (the iterator says so) or the server stalled
+                    playout = None  # no more holds in this turn (never pace audio already received)
+                    break
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short
             self._emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
 

@@ -73,8 +73,12 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     coalesce_audio_s: ClassVar[float] = 0.1
     #: Once a turn's audio is safely ahead of real-time playback (a server faster than real time), read it
     #: less often: wait a little and push what arrived meanwhile as frames of at most
-    #: :attr:`coalesce_audio_s` (:class:`~ttsbridge.policy.chunks.Playout`; the first frame is never held).
+    #: :attr:`hold_frame_s` (:class:`~ttsbridge.policy.chunks.Playout`; the first frame is never held).
     hold_when_ahead: ClassVar[bool] = True
+    #: Bound on one frame of what queued during a hold. Everything in it had arrived before it is pushed, so
+    #: its size delays nothing; larger frames cost the pipeline fewer per-frame steps (Pipecat's output
+    #: transport re-chunks audio into its own 10 ms multiples, and drops what it queued on an interruption).
+    hold_frame_s: ClassVar[float] = 0.5
     #: A word whose time the provider's report of its segment's end will correct (WordClock ``hold``) is
     #: released at the latest this long before its estimated start is played (Pipecat commits a word whose
     #: timestamp has passed at once). The play time is taken from the turn's first audio (Pipecat's word
@@ -101,6 +105,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         playout = Playout() if take_ready is not None and self.hold_when_ahead else None
         loop_time = asyncio.get_running_loop().time
         limit = max(2, int(self.coalesce_audio_s * rate) * 2)
+        hold_limit = max(limit, int(self.hold_frame_s * rate) * 2)
 
         try:
             async for pcm in state.turn:
@@ -110,13 +115,17 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                     continue
                 n = len(pcm)
                 pcm = join(pcm)
-                # hold only for a chunk that came alone (a burst is already joined) and a frame can gather
-                small = n == len(pcm) and 2 * n <= limit
                 await out(pcm)
                 if playout is None:
                     continue
+                if n != len(pcm):  # chunks were queued: a burst, or a busy loop; joining saves the frames
+                    playout = None  # (no holds in this turn: their wake-ups would land amid the burst)
+                    continue
                 playout.push(len(pcm) / bytes_per_s, loop_time())
-                if small and not await self._hold_while_ahead(state, playout, out, take_ready, limit, rate):
+                # hold only after a chunk that came alone, and one small enough for a frame to gather more
+                if 2 * n <= limit and not await self._hold_while_ahead(
+                    state, playout, out, take_ready, hold_limit, rate
+                ):
                     playout = None  # no more holds in this turn (never pace audio already received)
             if state.cancelled:
                 return
