@@ -9,11 +9,11 @@ docs/nineninesix.md, "Malformed frames").
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
-import sys
 from typing import Any
+
+import orjson
+import pybase64
 
 from ttsbridge.errors import TTSConnectionError
 
@@ -33,16 +33,10 @@ ERROR_FIELDS: dict[str, tuple[type, ...]] = {
     "request_id": (str, _NoneType),
 }
 
-if sys.version_info >= (3, 11):
-
-    def _strict_b64(data: str) -> bytes:
-        # what base64.b64decode(data, validate=True) does on 3.11+, without its str -> bytes copy
-        return binascii.a2b_base64(data, strict_mode=True)
-
-else:  # pragma: no cover - Python 3.10
-
-    def _strict_b64(data: str) -> bytes:
-        return base64.b64decode(data, validate=True)
+def _strict_b64(data: str) -> bytes:
+    # strict alphabet and padding (what base64.b64decode(data, validate=True) checks), SIMD-decoded: a 40 ms
+    # chunk in ~0.8 us instead of ~4 (docs/benchmarks.md, pass 7)
+    return pybase64.b64decode(data, validate=True)
 
 
 _NAMES = {str: "a string", int: "an integer", bool: "a boolean", _NoneType: "null"}
@@ -56,8 +50,8 @@ class NineninesixProtocolError(TTSConnectionError):
 def decode_frame(text: str | bytes) -> dict[str, Any] | None:
     """The JSON object of one frame, or None when it is not one (undecodable bytes, not JSON, not an object)."""
     try:
-        raw = json.loads(text)
-    except ValueError:  # JSONDecodeError, and UnicodeDecodeError of bytes that are not UTF-8
+        raw = orjson.loads(text)  # strict RFC 8259 JSON (no NaN, no lone surrogates), ~4x json's speed
+    except ValueError:  # orjson.JSONDecodeError (bytes that are not UTF-8 included)
         return None
     return raw if isinstance(raw, dict) else None
 
