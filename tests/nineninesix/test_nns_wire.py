@@ -82,6 +82,9 @@ def test_well_formed_frames_still_read() -> None:
         ("chunk", {"data": ["AAA="]}, "data must be a base64 string, got list"),
         ("chunk", {"data": "not base64!"}, "data is not valid base64"),
         ("chunk", {"data": "AAE"}, "data is not valid base64"),  # bad padding
+        ("chunk", {"data": "AAEC\n"}, "data is not valid base64"),  # a character outside the alphabet
+        ("chunk", {"data": "AAE=AAE="}, "data is not valid base64"),  # data after the padding
+        ("chunk", {"data": "AAEC===="}, "data is not valid base64"),  # excess padding
         ("done", {"cancelled": "yes"}, "cancelled must be a boolean, got str"),
         ("done", {"done": None}, "done must be a boolean"),
         ("done", {"status_code": "200"}, "status_code must be an integer, got str"),
@@ -122,7 +125,16 @@ def test_a_context_id_of_the_wrong_type_fails_the_connection(kind: str, cid: Any
     assert_connection_failed(p, p.rx(frame(kind, context_id=cid)), "context_id must be a string or null")
 
 
-@pytest.mark.parametrize("text", ["not json", "[1,2]", '"chunk"', "", b"\xff\xfe", b'{"type": '])
+NOT_RFC_8259 = [  # Python's json takes these; RFC 8259 has no NaN or Infinity, and a lone surrogate is no text
+    '{"type": "chunk", "context_id": "a", "data": "AAE=", "step_time": NaN}',
+    '{"type": "chunk", "context_id": "a", "data": "AAE=", "step_time": Infinity}',
+    '{"type": "chunk", "context_id": "a\\ud800", "data": "AAE="}',  # a lone surrogate
+]
+
+
+@pytest.mark.parametrize(
+    "text", ["not json", "[1,2]", '"chunk"', "", b"\xff\xfe", b'{"type": ', *NOT_RFC_8259]
+)
 def test_a_frame_that_is_not_a_json_object_fails_the_connection(text: str | bytes) -> None:
     p = proto()
     assert_connection_failed(p, p.rx(text), "not a JSON object")
