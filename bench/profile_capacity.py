@@ -174,6 +174,7 @@ def collapsed(path: str, top: int) -> None:
     self_c: Counter[str] = Counter()
     areas: Counter[str] = Counter()
     incl: Counter[str] = Counter()
+    tasks: Counter[str] = Counter()
     total = idle = 0
     for line in Path(path).read_text().splitlines():
         stack, _, n_s = line.rpartition(" ")
@@ -192,6 +193,7 @@ def collapsed(path: str, top: int) -> None:
         areas[_area(leaf)] += n
         for f in set(_fn(x) for x in frames):
             incl[f] += n
+        tasks[_task(frames)] += n
     print(f"samples: {total} busy, {idle} idle in select ({idle / max(total + idle, 1) * 100:.0f} % idle)")
     print("self samples by area (share of busy):")
     for a, n in areas.most_common():
@@ -202,6 +204,23 @@ def collapsed(path: str, top: int) -> None:
     print(f"top {top} by inclusive samples (share of busy):")
     for f, n in incl.most_common(top):
         print(f"  {n / total * 100:5.1f} %  {f}")
+    print("samples by what the loop ran (the callback or task under Handle._run; Pipecat's task wrapper")
+    print("looked through), absolute, to set beside another system's run of the same level:")
+    for f, n in tasks.most_common(top):
+        print(f"  {n:7d}  {f}")
+
+
+def _task(frames: list[str]) -> str:
+    """The callback the event loop ran for this sample: the frame under ``Handle._run`` (a task's coroutine,
+    a transport's ``_read_ready``, a timer), looking through Pipecat's ``run_coroutine`` wrapper."""
+    names = [_fn(x).rsplit(":", 1)[-1] for x in frames]
+    try:
+        i = names.index("Handle._run") + 1
+    except ValueError:
+        return "(outside a loop callback)"
+    while i < len(names) - 1 and names[i].endswith("run_coroutine"):
+        i += 1
+    return names[i] if i < len(names) else "(the callback itself)"
 
 
 _SKIP = ("_do_waitpid", "importlib._bootstrap", "Thread.run", "_bootstrap_inner")
