@@ -51,37 +51,34 @@ def _check_whole(events: list[tts.SynthesizedAudio], rate: int) -> None:
     assert "".join(timed_words(events)) == TEXT + " "  # every word, once, in order
 
 
-async def test_a_fast_server_s_audio_goes_out_in_fewer_larger_buffers_and_whole(
-    emu: Emulator, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    emu.config.realtime_factor = 4.0  # the server renders four times faster than playback
+async def _speak_at_4x(emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], int]:
+    """One stream of :data:`TEXT` from a server four times faster than playback, checked whole; what the
+    stream took with ``take_ready`` (sizes) and its sample rate."""
+    emu.config.realtime_factor = 4.0
     t = make_tts(emu)
     taken = _record_takes(t, monkeypatch)
     try:
         events = await run_stream(t, TEXT)
     finally:
         await t.aclose()
-    rate = t.sample_rate
-    coalesce, bound = int(_COALESCE_S * rate) * 2, int(_HOLD_FRAME_S * rate) * 2
-    assert max(taken) > coalesce  # held: more queued than a join may take
-    assert max(taken) <= bound
-    _check_whole(events, rate)
+    _check_whole(events, t.sample_rate)
+    return taken, t.sample_rate
+
+
+async def test_a_fast_server_s_audio_goes_out_in_fewer_larger_buffers_and_whole(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken, rate = await _speak_at_4x(emu, monkeypatch)
+    assert max(taken) > int(_COALESCE_S * rate) * 2  # held: more queued than a join may take
+    assert max(taken) <= int(_HOLD_FRAME_S * rate) * 2
 
 
 async def test_with_holds_off_nothing_is_taken_beyond_a_join(
     emu: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    emu.config.realtime_factor = 4.0
     monkeypatch.setattr(StreamOwner, "hold_when_ahead", False)
-    t = make_tts(emu)
-    taken = _record_takes(t, monkeypatch)
-    try:
-        events = await run_stream(t, TEXT)
-    finally:
-        await t.aclose()
-    rate = t.sample_rate
+    taken, rate = await _speak_at_4x(emu, monkeypatch)
     assert max(taken, default=0) <= int(_COALESCE_S * rate) * 2
-    _check_whole(events, rate)
 
 
 async def test_a_barge_in_during_a_hold_ends_the_stream_and_cancels_the_context(emu: Emulator) -> None:
