@@ -472,7 +472,7 @@ def test_fault_spec_parsing() -> None:
         2,
     )
     assert parse_kitta_fault("close=1013").close_code == 1013
-    for bad in ("explode", "close=1006", "error", "error=x:sometimes"):
+    for bad in ("explode", "close=1006", "error", "error=x:sometimes", "stall:after_audio", "delay=1:after_audio"):
         with pytest.raises(ValueError):
             parse_kitta_fault(bad)
 

@@ -4,6 +4,7 @@ lost, reordered or held back at the end; a barge-in during a hold ends the strea
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -85,7 +86,9 @@ async def test_a_barge_in_during_a_hold_ends_the_stream_and_cancels_the_context(
     emu.config.realtime_factor = 4.0
     t = make_tts(emu)
     got = 0.0
-    try:
+
+    async def listen_then_leave() -> None:
+        nonlocal got
         async with t.stream() as stream:
             stream.push_text(TEXT)
             stream.end_input()
@@ -94,6 +97,9 @@ async def test_a_barge_in_during_a_hold_ends_the_stream_and_cancels_the_context(
                 if got >= 1.0:  # well ahead of playback by now: the reader holds between reads
                     break
         # leaving the stream is LiveKit's barge-in: the context is cancelled on the server
+
+    try:
+        await asyncio.wait_for(listen_then_leave(), 20.0)
     finally:
         await t.aclose()
     assert got < sum(tone_len(s) for s in (S1, S2, S3)) - 0.5

@@ -246,23 +246,24 @@ class KittaConnection:
 
     async def wait_ready(self, timeout: float) -> None:
         """Until ``ready``; raises the session's error, or :class:`TTSTimeoutError` (and closes)."""
-        try:
-            await asyncio.wait_for(self.ready.wait(), timeout)
-        except asyncio.TimeoutError:
-            await self.close(1000, "ready timeout")
-            raise TTSTimeoutError(f"kitta: no 'ready' within {timeout:g} s") from None
+        await self._wait_for(self.ready, "ready", "ready timeout", timeout)
         if not self.proto.is_ready:
             raise self.error or TTSConnectionError("kitta: session closed before 'ready'")
 
     async def wait_authenticated(self, timeout: float) -> None:
         """Until ``authenticated`` (a warm connection); raises the session's error, or a timeout."""
-        try:
-            await asyncio.wait_for(self.authenticated.wait(), timeout)
-        except asyncio.TimeoutError:
-            await self.close(1000, "authentication timeout")
-            raise TTSTimeoutError(f"kitta: no 'authenticated' within {timeout:g} s") from None
+        await self._wait_for(self.authenticated, "authenticated", "authentication timeout", timeout)
         if not self.alive:
             raise self.error or TTSConnectionError("kitta: connection closed before 'authenticated'")
+
+    async def _wait_for(self, event: asyncio.Event, name: str, reason: str, timeout: float) -> None:
+        """Until ``event`` is set, at most ``timeout``; on timeout the session is closed (1000, ``reason``) and
+        :class:`TTSTimeoutError` names the event that did not come."""
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except asyncio.TimeoutError:
+            await self.close(1000, reason)
+            raise TTSTimeoutError(f"kitta: no {name!r} within {timeout:g} s") from None
 
     async def close(self, code: int = 1000, reason: str = "", *, wait: bool = True) -> None:
         """Close the session: nothing more is sent or delivered (a turn on it ends cancelled). Idempotent.

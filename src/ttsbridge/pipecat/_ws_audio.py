@@ -123,8 +123,11 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                     continue
                 playout.push(len(pcm) / bytes_per_s, loop_time())
                 # hold only after a chunk that came alone, and one small enough for a frame to gather more
-                if 2 * n <= limit and not await self._hold_while_ahead(
-                    state, playout, out, take_ready, hold_limit, rate
+                # (the cheap check first: at real time no hold is ever due, and no coroutine is made per chunk)
+                if (
+                    2 * n <= limit
+                    and playout.hold(loop_time())
+                    and not await self._hold_while_ahead(state, playout, out, take_ready, hold_limit, rate)
                 ):
                     playout = None  # no more holds in this turn (never pace audio already received)
             if state.cancelled:

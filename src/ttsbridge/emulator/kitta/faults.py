@@ -27,7 +27,8 @@ class KittaFault:
 
 def parse_kitta_fault(spec: str) -> KittaFault:
     """Parse ``error=CODE[:retryable][:after_audio][:times=N]``, ``close=CODE[...]``, ``error_after_audio``,
-    ``stall``, ``delay=SECONDS``. Raises ValueError on anything else."""
+    ``stall``, ``delay=SECONDS`` (both before the segment's audio: no ``after_audio``). Raises ValueError on
+    anything else."""
     parts = [p.strip() for p in spec.strip().split(":") if p.strip()]
     if not parts:
         raise ValueError("empty fault spec")
@@ -64,4 +65,6 @@ def parse_kitta_fault(spec: str) -> KittaFault:
             kw["at"] = val
         else:
             raise ValueError(f"unknown fault flag {name!r}")
+    if kw.get("after_audio") and kw["action"] in ("stall", "delay"):
+        raise ValueError(f"{head} happens before the segment's audio: after_audio is not allowed")
     return KittaFault(**kw)
