@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from ttsbridge.policy.chunks import joiner
 
 
@@ -39,7 +41,7 @@ def test_nothing_queued_returns_the_chunk() -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from ttsbridge.policy.chunks import Playout  # noqa: E402
+from ttsbridge.policy.chunks import Playout, hold_while_ahead  # noqa: E402
 
 
 def test_the_first_frame_is_never_held_and_a_real_time_turn_never() -> None:
@@ -68,25 +70,35 @@ def test_a_hold_keeps_the_margin_and_grows_with_the_lead() -> None:
 
 
 def _simulate(arrivals: list[float], chunk_s: float, hold: bool) -> list[float]:
-    """The adapters' reader over chunks arriving at ``arrivals`` (s): the time each chunk is handed on."""
-    p = Playout()
+    """The adapters' reader over chunks arriving at ``arrivals`` (s): the time each chunk is handed on. The
+    holds are the adapters' own loop (:func:`hold_while_ahead`), run on a simulated clock."""
+    clock = [arrivals[0]]
     out: list[float] = []
-    now, i, n = arrivals[0], 0, len(arrivals)
-    while i < n:
-        now = max(now, arrivals[i])  # the reader waits for the next chunk
-        out.append(now)
-        p.push(chunk_s, now)
-        i += 1
-        while hold and (wait := p.hold(now)):
-            now += wait
-            got = False
-            while i < n and arrivals[i] <= now:  # take_ready: what arrived meanwhile, at once
-                out.append(now)
-                p.push(chunk_s, now)
-                i += 1
-                got = True
-            if not got:
-                break
+    n, nxt = len(arrivals), [0]
+
+    async def wait(seconds: float) -> None:
+        clock[0] += seconds
+
+    def take_ready(max_bytes: int) -> bytes:  # what arrived meanwhile, one 2-byte chunk per call
+        if nxt[0] < n and arrivals[nxt[0]] <= clock[0]:
+            nxt[0] += 1
+            return b"\0\0"
+        return b""
+
+    async def hand_on(pcm: bytes) -> None:
+        out.append(clock[0])
+
+    async def read() -> None:
+        p = Playout()
+        while nxt[0] < n:
+            clock[0] = max(clock[0], arrivals[nxt[0]])  # the reader waits for the next chunk
+            out.append(clock[0])
+            p.push(chunk_s, clock[0])
+            nxt[0] += 1
+            if hold:
+                await hold_while_ahead(p, lambda: clock[0], wait, take_ready, hand_on, 2, 2 / chunk_s)
+
+    asyncio.run(read())
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
@@ -19,7 +19,7 @@ from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
-from ttsbridge.policy.chunks import Playout, joiner
+from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
@@ -246,11 +246,11 @@ class _Attempt:
         bytes_per_s = 2.0 * rate
         push, timer = self.emitter.push, self.timer
         join = joiner(opened, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued behind
-        limit = max(2, int(_COALESCE_S * rate) * 2)
+        limit = pcm16_bytes(_COALESCE_S, rate)
         take_ready = getattr(opened, "take_ready", None)
         # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
         playout = Playout() if take_ready is not None and self.owner.hold_when_ahead else None
-        hold_max = max(limit, int(_HOLD_FRAME_S * rate) * 2)
+        hold_max = max(limit, pcm16_bytes(_HOLD_FRAME_S, rate))
         clock = asyncio.get_running_loop().time
 
         def out(pcm: bytes) -> None:
@@ -266,6 +266,11 @@ class _Attempt:
                 if words:
                     self._emit_words(words)
 
+        async def out_held(pcm: bytes) -> None:  # (hold_while_ahead awaits its out; this one never waits)
+            out(pcm)
+
+        take: Callable[[int], bytes] = take_ready or (lambda _: b"")  # (holds only when the turn has it)
+
         async for pcm in opened:
             if not pcm:
                 continue
@@ -280,16 +285,11 @@ class _Attempt:
                 continue
             if 2 * n > limit:  # a chunk too large for a buffer to gather more
                 continue
-            while wait := playout.hold(clock()):
-                await asyncio.sleep(wait)  # the chunks arriving meanwhile queue in the turn (no wake-up)
-                got = False
-                while pcm := take_ready(hold_max):  # type: ignore[misc]
-                    got = True
-                    out(pcm)
-                    playout.push(len(pcm) / bytes_per_s, clock())
-                if not got:  # nothing came: the turn is over (the iterator says so) or the server stalled
-                    playout = None  # no more holds in this turn (never pace audio already received)
-                    break
+            # (the cheap check first: at real time no hold is ever due, and no coroutine is made per chunk)
+            if playout.hold(clock()) and not await hold_while_ahead(
+                playout, clock, asyncio.sleep, take, out_held, hold_max, bytes_per_s
+            ):
+                playout = None  # no more holds in this turn (never pace audio already received)
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short
             self._emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
 

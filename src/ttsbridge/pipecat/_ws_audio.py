@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -19,7 +19,7 @@ from pipecat.services.tts_service import WebsocketTTSService
 
 from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
-from ttsbridge.policy.chunks import Playout, joiner
+from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
@@ -104,8 +104,14 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
         playout = Playout() if take_ready is not None and self.hold_when_ahead else None
         loop_time = asyncio.get_running_loop().time
-        limit = max(2, int(self.coalesce_audio_s * rate) * 2)
-        hold_limit = max(limit, int(self.hold_frame_s * rate) * 2)
+        limit = pcm16_bytes(self.coalesce_audio_s, rate)
+        hold_limit = max(limit, pcm16_bytes(self.hold_frame_s, rate))
+
+        def take_held(max_bytes: int) -> bytes:  # (holds only when the turn has take_ready)
+            return b"" if state.cancelled or take_ready is None else take_ready(max_bytes)
+
+        def hold(seconds: float) -> Awaitable[None]:
+            return self._hold(state, seconds)  # a barge-in ends it at once
 
         try:
             async for pcm in state.turn:
@@ -127,7 +133,9 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                 if (
                     2 * n <= limit
                     and playout.hold(loop_time())
-                    and not await self._hold_while_ahead(state, playout, out, take_ready, hold_limit, rate)
+                    and not await hold_while_ahead(
+                        playout, loop_time, hold, take_held, out, hold_limit, bytes_per_s
+                    )
                 ):
                     playout = None  # no more holds in this turn (never pace audio already received)
             if state.cancelled:
@@ -161,31 +169,6 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
         if words:
             await self._push_words(clock, words, context_id)
-
-    async def _hold_while_ahead(
-        self,
-        state: _TurnState,
-        playout: Playout,
-        out: Callable[[bytes], Awaitable[None]],
-        take_ready: Callable[[int], bytes],
-        limit: int,
-        rate: int,
-    ) -> bool:
-        """While the turn's audio is safely ahead of playback: wait, then push what queued meanwhile (frames
-        of at most ``limit`` bytes). False when a wait brought nothing: the turn is over (the iterator says
-        so) or the server stalled."""
-        loop_time = asyncio.get_running_loop().time
-        bytes_per_s = 2.0 * rate
-        while wait := playout.hold(loop_time()):
-            await self._hold(state, wait)  # the chunks arriving meanwhile queue in the turn
-            got = False
-            while not state.cancelled and (pcm := take_ready(limit)):
-                got = True
-                await out(pcm)
-                playout.push(len(pcm) / bytes_per_s, loop_time())
-            if not got:
-                return False
-        return True
 
     @staticmethod
     async def _hold(state: _TurnState, seconds: float) -> None:

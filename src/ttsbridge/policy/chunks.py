@@ -10,14 +10,23 @@ audio handed to the framework ahead of playback. Once that lead is comfortable, 
 before reading again: the chunks that arrive meanwhile queue in the turn (no wake-up per chunk) and go out
 together, as fewer, larger frames. The first frame is never held, and a hold never lets the lead fall below
 :data:`AHEAD_MARGIN_S`, so a real-time player never runs dry because of it (a gap the server causes is still
-the server's: the reader is back at the next chunk as soon as the lead is short).
+the server's: the reader is back at the next chunk as soon as the lead is short). :func:`hold_while_ahead` is
+that reader loop, written once for both adapters; it waits only through the clock and the wait it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-__all__ = ["AHEAD_HOLD_S", "AHEAD_MARGIN_S", "AHEAD_MIN_HOLD_S", "Playout", "joiner"]
+__all__ = [
+    "AHEAD_HOLD_S",
+    "AHEAD_MARGIN_S",
+    "AHEAD_MIN_HOLD_S",
+    "Playout",
+    "hold_while_ahead",
+    "joiner",
+    "pcm16_bytes",
+]
 
 #: Audio (s) that must still be ahead of real-time playback after a hold (and the loop's lag on waking).
 AHEAD_MARGIN_S = 0.15
@@ -27,12 +36,17 @@ AHEAD_HOLD_S = 0.25
 AHEAD_MIN_HOLD_S = 0.05
 
 
+def pcm16_bytes(seconds: float, rate: int) -> int:
+    """The bytes of ``seconds`` of mono PCM16 at ``rate`` (whole samples, at least one)."""
+    return max(2, int(seconds * rate) * 2)
+
+
 def joiner(turn: object, *, rate: int, coalesce_s: float) -> Callable[[bytes], bytes]:
     """``join(pcm)``: ``pcm`` followed by what ``turn.take_ready`` has queued, up to ``coalesce_s`` of PCM16 at
     ``rate``. Built once per turn (the lookup and the limit are not redone per chunk); a turn without
     ``take_ready`` gets the identity."""
     take_ready: Callable[[int], bytes] | None = getattr(turn, "take_ready", None)
-    limit = max(2, int(coalesce_s * rate) * 2)
+    limit = pcm16_bytes(coalesce_s, rate)
     if take_ready is None:
         return lambda pcm: pcm
 
@@ -82,3 +96,29 @@ class Playout:
             return 0.0  # the first frame is never held
         spare = min(self.hold_s, self.lead(now) - self.margin_s)
         return spare if spare >= self.min_hold_s else 0.0
+
+
+async def hold_while_ahead(
+    playout: Playout,
+    now: Callable[[], float],
+    wait: Callable[[float], Awaitable[object]],
+    take_ready: Callable[[int], bytes],
+    out: Callable[[bytes], Awaitable[None]],
+    max_bytes: int,
+    bytes_per_s: float,
+) -> bool:
+    """The adapters' reader while a turn is safely ahead of playback: ``await wait(s)`` for as long as
+    ``playout.hold`` allows (the chunks arriving meanwhile queue in the turn: no wake-up per chunk), then hand
+    what queued to ``out`` in pieces of at most ``max_bytes``; again while the lead allows. False when a wait
+    gathered nothing: the turn is over (its iterator says so) or the server stalled, and the caller holds no
+    more in this turn (audio already received is never paced). The clock and the wait are the caller's."""
+    while seconds := playout.hold(now()):
+        await wait(seconds)
+        got = False
+        while pcm := take_ready(max_bytes):
+            got = True
+            await out(pcm)
+            playout.push(len(pcm) / bytes_per_s, now())
+        if not got:
+            return False
+    return True
