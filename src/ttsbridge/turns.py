@@ -156,6 +156,13 @@ class Turn(abc.ABC):
         (:meth:`ttsbridge.policy.words.WordClock.complete_text`)."""
         return []
 
+    def add_done_callback(self, fn: Callable[[Turn], None]) -> None:
+        """Call ``fn(self)`` once the turn's end is known: all its audio has been received (the iterator may
+        still hold some of it), or it failed or was cancelled. The adapters end a hold while ahead of playback
+        there, so that a turn's end (and the next turn, which plays after it) never waits for a hold meant for
+        later chunks. The default never calls: a turn that cannot tell has its holds run their course."""
+        del fn
+
     def take_received(self) -> bytes:
         """The turn is being given up after audio (the adapter's own timeout: the server stalled): the audio
         already received and not yet yielded, with the resampler's tail, at the turn's rate, so that none of

@@ -47,6 +47,7 @@ class CachedTurn(Turn):
         self._cancelled = False
         self._finished = False
         self._step = max(2, int(self.chunk_s * sample_rate) * 2)
+        self._on_done: list[Callable[[Turn], None]] = []
 
     @property
     def id(self) -> str:
@@ -60,15 +61,28 @@ class CachedTurn(Turn):
         return self._entry
 
     async def send(self, text: str) -> None:
-        self._released.set()  # the text is the entry's: nothing goes anywhere (nor fails, even late)
+        self._release()  # the text is the entry's: nothing goes anywhere (nor fails, even late)
 
     async def end(self) -> None:
-        self._released.set()
+        self._release()
 
     async def cancel(self) -> None:
         if not self._finished:
             self._cancelled = True
+        self._release()
+
+    def _release(self) -> None:
         self._released.set()
+        callbacks, self._on_done = self._on_done, []
+        for fn in callbacks:
+            fn(self)
+
+    def add_done_callback(self, fn: Callable[[Turn], None]) -> None:
+        """All of a stored utterance's audio is there once it is released: ``fn`` is called then."""
+        if self._released.is_set():
+            fn(self)
+        else:
+            self._on_done.append(fn)
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
@@ -212,6 +226,9 @@ class RecordingTurn(Turn):
             self._chunks = []
             self._on_complete(pcm)
         self._chunks = []
+
+    def add_done_callback(self, fn: Callable[[Turn], None]) -> None:
+        self._inner.add_done_callback(lambda _inner: fn(self))
 
     def take_ready(self, max_bytes: int) -> bytes:
         take = getattr(self._inner, "take_ready", None)

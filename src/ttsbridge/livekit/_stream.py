@@ -19,7 +19,7 @@ from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
-from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
+from ttsbridge.policy.chunks import HoldWait, Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
@@ -270,6 +270,8 @@ class _Attempt:
             out(pcm)
 
         take: Callable[[int], bytes] = take_ready or (lambda _: b"")  # (holds only when the turn has it)
+        hold = HoldWait()  # ends at once when the turn's end is known: no more chunks to wait for
+        opened.add_done_callback(lambda _turn: hold.release())
 
         async for pcm in opened:
             if not pcm:
@@ -287,7 +289,7 @@ class _Attempt:
                 continue
             # (the cheap check first: at real time no hold is ever due, and no coroutine is made per chunk)
             if playout.hold(clock()) and not await hold_while_ahead(
-                playout, clock, asyncio.sleep, take, out_held, hold_max, bytes_per_s
+                playout, clock, hold, take, out_held, hold_max, bytes_per_s
             ):
                 playout = None  # no more holds in this turn (never pace audio already received)
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short

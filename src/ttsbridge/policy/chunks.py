@@ -16,12 +16,14 @@ that reader loop, written once for both adapters; it waits only through the cloc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 __all__ = [
     "AHEAD_HOLD_S",
     "AHEAD_MARGIN_S",
     "AHEAD_MIN_HOLD_S",
+    "HoldWait",
     "Playout",
     "hold_while_ahead",
     "joiner",
@@ -34,6 +36,44 @@ AHEAD_MARGIN_S = 0.15
 AHEAD_HOLD_S = 0.25
 #: No hold shorter than this (s): below it the wake-up saved is not worth a timer.
 AHEAD_MIN_HOLD_S = 0.05
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class HoldWait:
+    """The wait of a reader's hold while ahead of playback: ``await hold(seconds)`` returns after ``seconds``
+    (one future and one timer, no task), or at once after :meth:`release`, which also ends a wait in progress.
+
+    The adapters release it when the turn's end is known (:meth:`ttsbridge.turns.Turn.add_done_callback`: all
+    its audio has arrived) and on a barge-in. A hold is only for chunks still to come: once none will come, the
+    reader takes what is queued and reaches the turn's end at once, so the turn's audio context closes (and
+    the next turn, which plays after it, starts) without waiting out a hold."""
+
+    __slots__ = ("_fut", "released")
+
+    def __init__(self) -> None:
+        self._fut: asyncio.Future[None] | None = None
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+        if self._fut is not None:
+            _settle(self._fut)
+
+    async def __call__(self, seconds: float) -> None:
+        if self.released:
+            return
+        loop = asyncio.get_running_loop()
+        fut = self._fut = loop.create_future()
+        timer = loop.call_later(seconds, _settle, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._fut = None
 
 
 def pcm16_bytes(seconds: float, rate: int) -> int:
@@ -107,7 +147,7 @@ async def hold_while_ahead(
     max_bytes: int,
     bytes_per_s: float,
 ) -> bool:
-    """The adapters' reader while a turn is safely ahead of playback: ``await wait(s)`` for as long as
+    """The adapters' reader while a turn is safely ahead of playback: ``await wait(s)`` (a :class:`HoldWait`) for as long as
     ``playout.hold`` allows (the chunks arriving meanwhile queue in the turn: no wake-up per chunk), then hand
     what queued to ``out`` in pieces of at most ``max_bytes``; again while the lead allows. False when a wait
     gathered nothing: the turn is over (its iterator says so) or the server stalled, and the caller holds no
