@@ -156,6 +156,15 @@ class Turn(abc.ABC):
         (:meth:`ttsbridge.policy.words.WordClock.complete_text`)."""
         return []
 
+    @abc.abstractmethod
+    def take_ready(self, max_bytes: int) -> bytes:
+        """The audio already received and not yet yielded, behind the chunk just yielded: at most
+        ``max_bytes`` (whole samples) at :attr:`sample_rate`, in order, without waiting; ``b""`` when none is
+        queued, before the first chunk, once cancelled, and after the iteration ended. Synchronous: it never
+        waits, raises, or consumes the turn's end or error (the iterator reports those). The adapters join it
+        to the chunk they just read, and read it after a hold while safely ahead of playback
+        (:mod:`ttsbridge.policy.chunks`)."""
+
     def take_received(self) -> bytes:
         """The turn is being given up after audio (the adapter's own timeout: the server stalled): the audio
         already received and not yet yielded, with the resampler's tail, at the turn's rate, so that none of

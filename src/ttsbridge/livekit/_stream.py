@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
@@ -247,9 +247,8 @@ class _Attempt:
         push, timer = self.emitter.push, self.timer
         join = joiner(opened, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued behind
         limit = pcm16_bytes(_COALESCE_S, rate)
-        take_ready = getattr(opened, "take_ready", None)
         # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
-        playout = Playout() if take_ready is not None and self.owner.hold_when_ahead else None
+        playout = Playout() if self.owner.hold_when_ahead else None
         hold_max = max(limit, pcm16_bytes(_HOLD_FRAME_S, rate))
         clock = asyncio.get_running_loop().time
 
@@ -269,7 +268,7 @@ class _Attempt:
         async def out_held(pcm: bytes) -> None:  # (hold_while_ahead awaits its out; this one never waits)
             out(pcm)
 
-        take: Callable[[int], bytes] = take_ready or (lambda _: b"")  # (holds only when the turn has it)
+        take = opened.take_ready
 
         async for pcm in opened:
             if not pcm:
