@@ -184,22 +184,22 @@ class _Attempt:
     def _known_phrase(self) -> list[str] | None:
         """The sentences of the whole input when it all arrived before anything went out (``session.say``)
         and the provider has a phrase cache; None otherwise (LLM text: live)."""
-        if not self.input_done or self.owner._turn_provider.phrase_cache is None:
+        if not self.input_done or self.owner._phrases is None:
             return None
         return list(self.owner._sentence_tokenizer.tokenize("".join(self.pushed))) or None
 
     async def _open(self, phrase: list[str] | None = None) -> Turn:
         owner, stream = self.owner, self.stream
-        provider = owner._turn_provider
+        provider, phrases = owner._turn_provider, owner._phrases
         overrides = owner._open_turn_kwargs()
         self.record = TurnRecord(provider, sample_rate=owner.sample_rate, overrides=overrides)
         started = time.perf_counter()
         rate = owner.sample_rate
         opened = await within(
-            provider.open_phrase(
+            phrases.open_phrase(
                 "".join(self.pushed), sample_rate=rate, segments=phrase, timeout=self.timeout, **overrides
             )
-            if phrase is not None
+            if phrase is not None and phrases is not None
             else provider.open_turn(sample_rate=rate, timeout=self.timeout, **overrides),
             self.timeout,
             discard=lambda t: t.cancel(),

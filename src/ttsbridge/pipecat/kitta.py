@@ -102,8 +102,15 @@ class KittaTTSService(TurnTTSService):
         extra: dict[str, Any] = dict(provider_options or {})
         if base_url is not None:
             extra["base_url"] = base_url
-        provider = KittaTurnProvider(key, options=options, standby=standby, phrase_cache=phrase_cache, **extra)
-        super().__init__(provider=provider, settings=store, secrets=(key,), sample_rate=sample_rate, **kwargs)
+        provider = KittaTurnProvider(key, options=options, standby=standby, **extra)
+        super().__init__(
+            provider=provider,
+            settings=store,
+            secrets=(key,),
+            phrase_cache=phrase_cache,
+            sample_rate=sample_rate,
+            **kwargs,
+        )
 
     def _provider_options(self) -> dict[str, Any]:
         return _options_of(self._settings, language=self._service_language(self._settings.language))
