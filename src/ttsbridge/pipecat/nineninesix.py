@@ -28,7 +28,7 @@ from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DEFAULT_MODEL
 from ttsbridge.pipecat._http import TurnHttpTTSService
 from ttsbridge.pipecat._ws import TurnTTSService
 
-__all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings"]
+__all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings", "make_service"]
 
 
 @dataclass
@@ -138,3 +138,12 @@ class NineninesixHttpTTSService(_NineninesixService, TurnHttpTTSService):
 
     Settings = NineninesixTTSSettings
     _settings: NineninesixTTSSettings
+
+
+def make_service(
+    api_key: str | None, *, base_url: str, voice: str | None, encoding: str, **kwargs: Any
+) -> NineninesixTTSService:
+    """The WebSocket service as :func:`ttsbridge.pipecat.build_service` builds it by name (``voice=None``:
+    the server's default voice)."""
+    settings = NineninesixTTSService.Settings(voice=voice) if voice else None
+    return NineninesixTTSService(api_key, base_url=base_url, encoding=encoding, settings=settings, **kwargs)
