@@ -55,10 +55,6 @@ class CachedTurn(Turn):
     def __repr__(self) -> str:
         return f"CachedTurn(id={self.id!r}, rate={self.sample_rate}, seconds={self._entry.duration:.2f})"
 
-    @property
-    def entry(self) -> PhraseEntry:
-        return self._entry
-
     async def send(self, text: str) -> None:
         self._released.set()  # the text is the entry's: nothing goes anywhere (nor fails, even late)
 
