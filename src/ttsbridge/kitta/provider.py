@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ttsbridge._keys import account_scope
 from ttsbridge.engine.pool import KeyedPool
@@ -27,9 +27,6 @@ from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
 from ttsbridge.kitta.protocol import KittaProtocol
 from ttsbridge.turns import TurnProvider
-
-if TYPE_CHECKING:
-    from ttsbridge.cache import PhraseCache
 
 __all__ = ["KittaTurnProvider"]
 
@@ -66,8 +63,6 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
             has its first audio (so the handshake does not compete with it), at the latest after this long.
         client: an existing :class:`KittaClient` (then ``api_key``/``base_url``/knobs are ignored; the
             provider does not close it).
-        phrase_cache: a :class:`ttsbridge.cache.PhraseCache` for whole known texts (``synthesize()``, the
-            adapters' ``TTSSpeakFrame`` / ``say()``): see docs/cache.md.
         **client_kwargs: ``auth``, ``max_retries``, ``backoff_initial``, ``backoff_max``, ``connect_timeout``,
             ``event_timeout``, ``close_timeout``, ``resume_after_audio``, ``proxy``, ``ping_interval``,
             ``ping_after_silence``, ``pong_timeout`` (see KittaClient).
@@ -86,7 +81,6 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         standby_replace_delay_max: float = 1.0,
         limits: KittaLimits | None = None,
         client: KittaClient | None = None,
-        phrase_cache: PhraseCache | None = None,
         **client_kwargs: Any,
     ) -> None:
         if not isinstance(options, KittaOptions):
@@ -125,7 +119,6 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         self.standby_misses = 0
         self.standby_retired = 0
         self.standby_created = 0
-        self.use_phrase_cache(phrase_cache)
 
     def __repr__(self) -> str:
         return f"KittaTurnProvider(client={self._client!r}, standby={self.standby_enabled})"

@@ -14,6 +14,7 @@ from livekit.agents import APIConnectOptions, tokenize, tts, utils
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 
+from ttsbridge.cache import CachedProvider, PhraseCache
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.livekit._chunked import TurnChunkedStream
 from ttsbridge.livekit._owner import StreamOwner
@@ -54,6 +55,9 @@ class TurnTTS(StreamOwner):
         chars_per_second: the initial speaking rate for word timing, before any audio was measured.
         logger: where to log (the plugin's ``livekit.plugins.<name>`` logger).
         secrets: strings to mask from every error text and log line (the API key).
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it holds
+            send nothing and bill nothing (the provider wrapped in a :class:`~ttsbridge.cache.CachedProvider`
+            for the texts known whole; docs/cache.md).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class TurnTTS(StreamOwner):
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         logger: logging.Logger | None = None,
         secrets: tuple[str, ...] = (),
+        phrase_cache: PhraseCache | None = None,
     ) -> None:
         if (
             isinstance(sample_rate, bool)
@@ -83,6 +88,7 @@ class TurnTTS(StreamOwner):
             num_channels=1,
         )
         self._turn_provider = turn_provider
+        self._phrases = CachedProvider(turn_provider, phrase_cache) if phrase_cache is not None else None
         self._model = model
         self._provider_name = provider_name
         self._word_timestamps = word_timestamps

@@ -16,7 +16,7 @@ import logging
 import math
 import weakref
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
@@ -29,9 +29,6 @@ from ttsbridge.nineninesix.client import NineninesixClient
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
 from ttsbridge.turns import Synthesis, TurnProvider
-
-if TYPE_CHECKING:
-    from ttsbridge.cache import PhraseCache
 
 logger = logging.getLogger("ttsbridge.nineninesix")
 
@@ -53,8 +50,6 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         wait_for_cancel_ack: make ``Turn.cancel()`` wait (bounded) for the server's ``done cancelled:true``.
             Off by default: after a barge-in the next turn should not pay a round trip; the acknowledgement is
             still requested and consumed by the connection (and late frames of the context are dropped).
-        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``synthesize()`` (and the adapters' whole known
-            texts) are served from it, a miss stored once it completed (docs/cache.md).
         client_kwargs: passed to :class:`NineninesixClient` (timeouts, ``cancel_ack``, ``max_idle``...).
     """
 
@@ -70,7 +65,6 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         concurrent_limit_retries: int = 3,
         retry_backoff: float = 0.2,
         wait_for_cancel_ack: bool = False,
-        phrase_cache: PhraseCache | None = None,
         **client_kwargs: Any,
     ) -> None:
         self._options = options or NineninesixOptions()
@@ -81,7 +75,6 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         self.wait_for_cancel_ack = wait_for_cancel_ack
         self._turns: weakref.WeakSet[EngineTurn] = weakref.WeakSet()
         self._account = account_scope(self.client._api_key)
-        self.use_phrase_cache(phrase_cache)
 
     @property
     def backoff(self) -> Backoff:

@@ -63,8 +63,8 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: Pipecat's idle timeout (the LLM has stalled; the next sentence reopens the context).
     open_turn_idle_s: ClassVar[float] = 10.0
     #: Bound on one audio frame made of chunks that were already queued when the first of them was read
-    #: (never waits for audio: a chunk that is alone goes out alone). Used when the turn offers
-    #: ``take_ready(max_bytes) -> bytes`` (see :meth:`_read_turn`).
+    #: (never waits for audio: a chunk that is alone goes out alone): the turn's ``take_ready(max_bytes)``
+    #: (see :meth:`_read_turn`).
     coalesce_audio_s: ClassVar[float] = 0.1
     #: Once a turn's audio is safely ahead of real-time playback (a server faster than real time), read it
     #: less often: wait a little and push what arrived meanwhile as frames of at most
@@ -95,15 +95,15 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         bytes_per_s = 2.0 * rate
         join = joiner(state.turn, rate=rate, coalesce_s=self.coalesce_audio_s)  # chunks queued behind
         out = functools.partial(self._push_audio, state, rate)
-        take_ready = getattr(state.turn, "take_ready", None)
+        take_ready = state.turn.take_ready
         # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
-        playout = Playout() if take_ready is not None and self.hold_when_ahead else None
+        playout = Playout() if self.hold_when_ahead else None
         loop_time = asyncio.get_running_loop().time
         limit = pcm16_bytes(self.coalesce_audio_s, rate)
         hold_limit = max(limit, pcm16_bytes(self.hold_frame_s, rate))
 
-        def take_held(max_bytes: int) -> bytes:  # (holds only when the turn has take_ready)
-            return b"" if state.cancelled or take_ready is None else take_ready(max_bytes)
+        def take_held(max_bytes: int) -> bytes:
+            return b"" if state.cancelled else take_ready(max_bytes)
 
         hold = state.hold  # ends at once when the turn's end is known (no more chunks to wait for), or a barge-in
         state.turn.add_done_callback(lambda _turn: hold.release())

@@ -1,7 +1,8 @@
 """Audio chunks already queued behind the one just read, joined to it (one buffer, one frame downstream); and
 how far a turn's audio runs ahead of real-time playback, so a reader that is safely ahead can read less often.
 
-A turn may offer ``take_ready(max_bytes) -> bytes``: the PCM already received, without waiting. Joining it to
+A turn answers ``take_ready(max_bytes) -> bytes`` (:meth:`ttsbridge.turns.Turn.take_ready`): the PCM already
+received, without waiting. Joining it to
 the chunk just read saves a frame (and its per-frame cost in the framework) per queued chunk when the reader
 fell behind; it never delays audio. Pure: no clock, no I/O.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 __all__ = [
     "AHEAD_HOLD_S",
@@ -25,6 +27,7 @@ __all__ = [
     "AHEAD_MIN_HOLD_S",
     "HoldWait",
     "Playout",
+    "ReadyAudio",
     "hold_while_ahead",
     "joiner",
     "pcm16_bytes",
@@ -81,14 +84,17 @@ def pcm16_bytes(seconds: float, rate: int) -> int:
     return max(2, int(seconds * rate) * 2)
 
 
-def joiner(turn: object, *, rate: int, coalesce_s: float) -> Callable[[bytes], bytes]:
+class ReadyAudio(Protocol):
+    """What :func:`joiner` reads of a turn (:meth:`ttsbridge.turns.Turn.take_ready`; this module stays pure)."""
+
+    def take_ready(self, max_bytes: int) -> bytes: ...
+
+
+def joiner(turn: ReadyAudio, *, rate: int, coalesce_s: float) -> Callable[[bytes], bytes]:
     """``join(pcm)``: ``pcm`` followed by what ``turn.take_ready`` has queued, up to ``coalesce_s`` of PCM16 at
-    ``rate``. Built once per turn (the lookup and the limit are not redone per chunk); a turn without
-    ``take_ready`` gets the identity."""
-    take_ready: Callable[[int], bytes] | None = getattr(turn, "take_ready", None)
+    ``rate``. Built once per turn (the lookup and the limit are not redone per chunk)."""
+    take_ready = turn.take_ready
     limit = pcm16_bytes(coalesce_s, rate)
-    if take_ready is None:
-        return lambda pcm: pcm
 
     def join(pcm: bytes) -> bytes:
         if len(pcm) >= limit:
