@@ -10,6 +10,7 @@ import asyncio
 import os
 
 from livekit.agents import APIConnectOptions, JobContext, JobProcess, tts
+
 from livekit.plugins import kitta, nineninesix
 
 VOICE = "tone"

@@ -36,9 +36,8 @@ def _job_info() -> object:
 async def test_a_job_closes_every_connection_it_opened_with_1000(
     executor: str, emulator: Emulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from livekit.agents import JobExecutorType, ipc
-
     import lk_worker_job
+    from livekit.agents import JobExecutorType, ipc
 
     monkeypatch.setenv("TTSB_TEST_URL", emulator.base_url)
     monkeypatch.setenv("TTSB_TEST_NNS_KEY", emulator.api_key)
