@@ -4,6 +4,7 @@ server-side socket counts."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator
@@ -71,3 +72,10 @@ def wait_from_outside(cond: Any, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         time.sleep(0.01)
+
+
+def server_context(ca: Any) -> ssl.SSLContext:
+    """A server TLS context with a certificate for 127.0.0.1 and localhost issued by ``ca`` (a trustme CA)."""
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(server)
+    return server

@@ -6,7 +6,6 @@ through a real CONNECT proxy on loopback (it must see each tunnel; ``NO_PROXY`` 
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import trustme
 from connect_proxy import ConnectProxy
 from prod_helpers import one_turn
 
+from conftest import server_context
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
 from ttsbridge.engine.tls import TTSCertificateError
 from ttsbridge.errors import TTSBridgeError
@@ -26,23 +26,15 @@ BOUND = 15.0
 SURFACES = ("websocket", "sse", "bytes", "voices", "kitta")
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
 @pytest.fixture
 async def tls_emulator(ca: trustme.CA) -> AsyncIterator[Emulator]:
-    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(server)
-    async with Emulator(EmulatorConfig(default_voice=TONE_VOICE_ID), ssl_context=server) as emu:
+    async with Emulator(EmulatorConfig(default_voice=TONE_VOICE_ID), ssl_context=server_context(ca)) as emu:
         yield emu
 
 
 @pytest.fixture
-def trust_ca(ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "test-ca.pem"
-    ca.cert_pem.write_to_path(str(path))
+def trust_ca(ca_file: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = ca_file
     monkeypatch.setenv("SSL_CERT_FILE", str(path))
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "WSS_PROXY", "WS_PROXY", "NO_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)

@@ -49,14 +49,14 @@ _closing: set[asyncio.Task[None]] = set()  # close tasks, held until done
 class _Entry(Generic[R]):
     """One shared resource on one loop: its key, its holders' count, how it closes."""
 
-    __slots__ = ("close", "closed", "key", "loop", "refs", "resource", "task")
+    __slots__ = ("_loop", "close", "closed", "key", "refs", "resource", "task")
 
     def __init__(
         self, key: Hashable, resource: R, loop: asyncio.AbstractEventLoop, close: Callable[[R], Awaitable[None]]
     ) -> None:
         self.key = key
         self.resource = resource
-        self.loop = loop
+        self._loop = weakref.ref(loop)  # (the registry is keyed by the loop weakly: an entry must not hold it)
         self.close = close
         self.refs = 0
         self.closed = False
@@ -68,14 +68,16 @@ class _Entry(Generic[R]):
     def _unregister(self) -> None:
         """Under ``_lock``: the entry leaves its loop's registry (a later ``get`` makes a new one)."""
         self.closed = True
-        entries = _registry.get(self.loop)
+        loop = self._loop()
+        entries = _registry.get(loop) if loop is not None else None
         if entries is not None and entries.get(self.key) is self:
             del entries[self.key]
 
     def start_close(self) -> asyncio.Task[None] | None:
         """On the entry's loop: the task closing the resource (started once)."""
-        if self.task is None and not self.loop.is_closed():
-            self.task = self.loop.create_task(self._close(), name=f"shared-close-{type(self.resource).__name__}")
+        loop = self._loop()
+        if self.task is None and loop is not None and not loop.is_closed():
+            self.task = loop.create_task(self._close(), name=f"shared-close-{type(self.resource).__name__}")
             _closing.add(self.task)
             self.task.add_done_callback(_closing.discard)
         return self.task
@@ -89,17 +91,20 @@ class _Entry(Generic[R]):
     def release(self) -> asyncio.Task[None] | None:
         """Drop one lease, from any thread; the last one closes the resource on its loop. Returns the close
         task when this call started it on the running loop (the caller may await it)."""
+        loop = self._loop()
         with _lock:
             if self.closed:
-                return self.task if _on_loop(self.loop) else None
+                return self.task if loop is not None and _on_loop(loop) else None
             self.refs -= 1
             if self.refs > 0:
                 return None
             self._unregister()
-        if _on_loop(self.loop):
+        if loop is None:  # that loop is gone: nothing of it can be reached
+            return None
+        if _on_loop(loop):
             return self.start_close()
-        with contextlib.suppress(RuntimeError):  # that loop is closed already: nothing of it can be reached
-            self.loop.call_soon_threadsafe(self.start_close)
+        with contextlib.suppress(RuntimeError):  # that loop is closed already
+            loop.call_soon_threadsafe(self.start_close)
         return None
 
 
@@ -110,7 +115,7 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def _release_all(leases: dict[asyncio.AbstractEventLoop, _Entry[Any]]) -> None:
+def _release_all(leases: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Entry[Any]]) -> None:
     """A holder collected without ``aclose()``: its leases go (closes scheduled on their loops)."""
     for entry in list(leases.values()):
         entry.release()
@@ -135,7 +140,9 @@ class LoopShare(Generic[R]):
         self._make = make
         self._close = close
         self._name = name or "shared"
-        self._leases: dict[asyncio.AbstractEventLoop, _Entry[R]] = {}
+        self._leases: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Entry[R]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._last: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, R] = weakref.WeakKeyDictionary()
         self._closed = False
         self._finalizer = weakref.finalize(self, _release_all, self._leases)
