@@ -1,7 +1,8 @@
 """Nothing on the turn path blocks the event loop: the turn path (a first ``wss://`` connect with a trust
 configuration never used before, a Nineninesix turn resampled 22050 -> 24000, its SSE synthesis, a Kitta
-turn, a LiveKit ``stream()``, a phrase-cache miss then hit in SQLite) runs on a loop in asyncio debug mode
-with ``slow_callback_duration = 0.005``; the emulator serves from another thread, so every callback of the
+turn, a LiveKit ``stream()``, a phrase-cache miss then hit in SQLite) runs on a loop in asyncio debug mode,
+its slow-callback log taken from 1 ms so that the worst callback is always seen and those over the 5 ms bound
+(``slow_callback_duration = 0.005``) are counted; the emulator serves from another thread, so every callback of the
 loop is the client's. The worst callback is reported (``-s`` prints it; ``record_property``
 ``worst_callback_ms``; docs/production.md keeps the measured value), not asserted: no timed assertions. What
 is asserted: the TLS context is built off the loop (websockets and aiohttp would otherwise build one on it per
@@ -24,7 +25,8 @@ from ttsbridge.emulator import TONE_VOICE_ID, Emulator
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 
-SLOW = 0.005
+SLOW = 0.005  # the bound: a callback longer than this blocks the loop
+LOG_FROM = 0.001  # debug mode's slow_callback_duration here: below the bound, so the worst is always seen
 PHRASE = "Thanks for calling."
 
 
@@ -93,7 +95,7 @@ def test_the_turn_path_never_blocks_the_loop(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         loop.set_debug(True)
-        loop.slow_callback_duration = SLOW
+        loop.slow_callback_duration = LOG_FROM
         await turn_path(tls_emulator_port, tmp_path)
 
     try:
@@ -103,7 +105,12 @@ def test_the_turn_path_never_blocks_the_loop(
     assert built_on, "a TLS context was built for the new trust configuration"
     assert threading.current_thread() not in built_on, "a TLS context was built on the loop"
     worst = max((d for d, _ in slow.seen), default=0.0)
+    over = [d for d, _ in slow.seen if d > SLOW]
     record_property("worst_callback_ms", round(worst * 1000, 2))
-    print(f"\nworst callback on the turn path: {worst * 1000:.1f} ms; over {SLOW * 1000:g} ms: {len(slow.seen)}")
+    record_property("callbacks_over_5ms", len(over))
+    print(
+        f"\nworst callback on the turn path: {worst * 1000:.1f} ms; over {SLOW * 1000:g} ms: {len(over)}; "
+        f"over {LOG_FROM * 1000:g} ms: {len(slow.seen)}"
+    )
     for duration, handle in sorted(slow.seen, reverse=True)[:5]:
         print(f"  {duration * 1000:.1f} ms  {handle}")
