@@ -14,8 +14,6 @@ from __future__ import annotations
 import logging
 import weakref
 
-from livekit.agents import get_job_context
-
 from ttsbridge.engine.shared import close_loop
 
 __all__ = ["bind_job"]
@@ -28,8 +26,10 @@ _bound: weakref.WeakSet[object] = weakref.WeakSet()  # jobs whose end closes the
 def bind_job() -> None:
     """Inside a job (on its loop): make sure its end closes this loop's shared connections (once per job)."""
     try:
+        from livekit.agents import get_job_context
+
         ctx = get_job_context(required=False)
-    except Exception:  # an older or newer LiveKit without it: the user's aclose() closes
+    except Exception:  # a LiveKit without it: the user's aclose() closes
         return
     if ctx is None or ctx in _bound:
         return
