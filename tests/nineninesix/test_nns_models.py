@@ -65,9 +65,10 @@ def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "fromenv" not in repr(NineninesixClient())
 
 
-def test_key_never_in_repr() -> None:
+async def test_key_never_in_repr() -> None:
     key = "sk_996_supersecretvalue_0123456789"
     provider = NineninesixTurnProvider(api_key=key)
-    for obj in (provider, provider.client, provider.http):
+    for obj in (provider, provider.client, provider.http, provider._clients):
         assert "supersecret" not in repr(obj)
     assert "supersecret" in provider.client.ws_url  # the spec puts it there; it must stay out of logs
+    await provider.aclose()

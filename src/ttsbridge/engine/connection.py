@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,7 @@ from ttsbridge.engine.liveness import PING_AFTER_SILENCE, PONG_TIMEOUT, Liveness
 from ttsbridge.engine.protocol import TurnProtocol
 from ttsbridge.engine.reading import HOLD, INBOX_HIGH, SLICE, ReaderMixin
 from ttsbridge.engine.socket import Socket
+from ttsbridge.engine.tls import certificate_error, client_context, is_secure
 from ttsbridge.engine.writing import WriterMixin, _close_info
 
 logger = logging.getLogger("ttsbridge.engine")
@@ -168,6 +170,9 @@ class Connection(ReaderMixin, LivenessMixin, WriterMixin):
         proto = self.protocol
         req = proto.connect_request()
         logger.debug("%s: connecting %s", self.name, req.safe_url)
+        options = self.connect_options
+        if is_secure(req.url) and "ssl" not in options:  # the shared context, built off the loop (engine/tls.py)
+            options = {**options, "ssl": await client_context()}
         try:
             self.ws = await asyncio.wait_for(
                 connect(
@@ -182,12 +187,14 @@ class Connection(ReaderMixin, LivenessMixin, WriterMixin):
                     ping_interval=None,  # the engine's own liveness check pings (see _check_at)
                     logger=RedactingLogger(logging.getLogger("ttsbridge.websockets"), req.secrets),
                     create_connection=self._make_socket,  # type: ignore[arg-type]
-                    **self.connect_options,
+                    **options,
                 ),
                 self.connect_timeout,
             )
         except asyncio.TimeoutError:
             raise proto.connect_failed("timeout", "", self.connect_timeout) from None
+        except ssl.SSLCertVerificationError as exc:  # permanent for this endpoint, typed (engine/tls.py)
+            raise certificate_error(proto.provider, req.url, exc) from None
         except InvalidStatus as exc:
             response = exc.response
             raise proto.handshake_rejected(

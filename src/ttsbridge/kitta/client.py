@@ -12,11 +12,13 @@ never in the URL, and never reaches a log line: the engine's websockets logger m
 from __future__ import annotations
 
 import asyncio
+import ssl as ssl_module
 import uuid
 
 from ttsbridge import _keys
 from ttsbridge._redact import mask_key
 from ttsbridge.engine.connection import PING_AFTER_SILENCE, PONG_TIMEOUT, check_liveness_knobs
+from ttsbridge.engine.proxy import check_proxy
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.catalog import build_url, retry_request_id
 from ttsbridge.kitta.connection import ConnectSettings, KittaConnection
@@ -53,7 +55,9 @@ class KittaClient:
         resume_after_audio: on a retryable failure after some segments completed (``usage`` received),
             continue the remaining, never-delivered segments on a new session. Never replays a segment
             whose audio was delivered either way.
-        proxy: passed to ``websockets.connect`` (True = from the environment, None = direct).
+        proxy: ``True`` (default): from the environment (``WSS_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``: websockets'
+            own reading); ``None``: direct; a URL (``http://proxy:3128``): that proxy, whatever the environment says.
+        ssl: the TLS context for ``wss://`` (default: the shared verifying context, docs/production.md).
         ping_interval: a connection with nothing owed (the warm standby) silent this long gets a keepalive
             ping (2 s: a turn that takes a dead standby loses its turn, so a standby is checked often within
             its ``standby_max_age``, and one with a ping unanswered is not taken but replaced); None disables.
@@ -86,6 +90,7 @@ class KittaClient:
         ping_interval: float | None = 2.0,
         ping_after_silence: float | None = PING_AFTER_SILENCE,
         pong_timeout: float = PONG_TIMEOUT,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> None:
         key = resolve_api_key(api_key)
         if auth not in ("header", "frame"):
@@ -116,7 +121,8 @@ class KittaClient:
         self.close_timeout = float(close_timeout)
         self.limits = limits or KittaLimits()
         self.resume_after_audio = resume_after_audio
-        self.proxy = proxy
+        self.proxy = check_proxy(proxy)
+        self.ssl = ssl
         self.ping_interval = ping_interval
         self.ping_after_silence = ping_after_silence
         self.pong_timeout = float(pong_timeout)
@@ -145,7 +151,7 @@ class KittaClient:
         """The knobs each new connection is made with."""
         return ConnectSettings(
             self.connect_timeout, self.close_timeout, self.ping_interval, self.ping_after_silence,
-            self.pong_timeout, self.proxy,
+            self.pong_timeout, self.proxy, self.ssl,
         )  # fmt: skip
 
     def _new_protocol(self, label: str, request: StartRequest) -> KittaProtocol:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,6 +42,8 @@ class ConnectSettings:
     ping_after_silence: float | None = None
     pong_timeout: float = 1.5
     proxy: str | bool | None = True
+    #: The TLS context for ``wss://`` (None: the shared verifying one, engine/tls.py).
+    ssl: ssl.SSLContext | None = None
 
 
 class KittaConnection:
@@ -64,7 +67,9 @@ class KittaConnection:
         self._on_release = on_release
         self._loop = asyncio.get_running_loop()
         self.created_at = self._loop.time()
-        extra = {} if settings.proxy is True else {"proxy": settings.proxy}  # websockets < 15 has no proxy
+        extra: dict[str, object] = {} if settings.proxy is True else {"proxy": settings.proxy or None}
+        if settings.ssl is not None:
+            extra["ssl"] = settings.ssl
         self.connection: Connection | None = Connection(
             proto,
             on_event=self._on_event,

@@ -12,13 +12,13 @@ opens a turn. The turn adopts the connection and sends ``start`` with its own fr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from typing import Any, cast
 
 from ttsbridge._keys import account_scope
-from ttsbridge.engine.pool import KeyedPool
+from ttsbridge._redact import mask_key
+from ttsbridge.engine.shared import LoopShare, settings_key
 from ttsbridge.engine.turn import EngineTurn, Link
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.kitta.client import KittaClient
@@ -26,13 +26,13 @@ from ttsbridge.kitta.connection import KittaConnection
 from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaLimits, KittaOptions
 from ttsbridge.kitta.protocol import KittaProtocol
+from ttsbridge.kitta.standby import Standby, spawn_close
 from ttsbridge.turns import TurnProvider
 
 __all__ = ["KittaTurnProvider"]
 
 log = logging.getLogger("ttsbridge.kitta")
 
-_STANDBY = "standby"  # the pool's one key: the standby holds no start, so it serves any options
 _MIN_RATE = 8000
 _MAX_RATE = 192_000
 
@@ -100,32 +100,58 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
                 "standby_replace_delay_max", standby_replace_delay_max, "seconds >= 0"
             )
         self._options = options
-        self._own_client = client is None
-        self._client = client or KittaClient(api_key, base_url=base_url, limits=limits, **client_kwargs)
         self.standby_enabled = standby
         self.standby_max_age = float(standby_max_age)
         self.standby_replace_delay_max = float(standby_replace_delay_max)
-        #: The warm connection lives in an exclusive pool (one generation per socket): taken by a turn, refilled.
-        self._pool: KeyedPool[str, KittaConnection] = KeyedPool(self._open_standby, shared=False, name="kitta")
-        self._replace_gate: asyncio.Event | None = None
-        self._standby_task: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
+        knobs = {"enabled": standby, "max_age": self.standby_max_age, "replace_delay_max": self.standby_replace_delay_max}
+        if client is None:
+            # Validated now (a bad knob fails here, before any loop runs); the client and its standby are made
+            # per event loop and shared by every provider with the same settings there (engine/shared.py).
+            spare = KittaClient(api_key, base_url=base_url, limits=limits, **client_kwargs)
+            key = spare._api_key
+
+            def make() -> Standby:
+                made = KittaClient(key, base_url=base_url, limits=limits, **client_kwargs)
+                return Standby(made, options, **knobs)
+
+            share_key = settings_key("kitta", key, base_url, limits, client_kwargs, knobs)
+        else:  # the caller's client: a standby of this provider's own, the client left open
+            spare = client
+
+            def make() -> Standby:
+                return Standby(client, options, own_client=False, **knobs)
+
+            share_key = settings_key("kitta-client", id(self))
+        self._url = spare.url
+        self._api_key = spare._api_key
+        self._standbys: LoopShare[Standby] = LoopShare(share_key, make, Standby.aclose, name="kitta")
         self._turns: set[EngineTurn] = set()
         self._closing: set[asyncio.Task[None]] = set()
-        self._closed = False
         self._not_before = 0.0  # loop time: no turn starts before this (backoff after a retryable failure)
-        #: Counters for diagnostics and tests.
+        #: Counters for diagnostics and tests (this provider's turns).
         self.standby_hits = 0
         self.standby_misses = 0
-        self.standby_retired = 0
-        self.standby_created = 0
 
     def __repr__(self) -> str:
-        return f"KittaTurnProvider(client={self._client!r}, standby={self.standby_enabled})"
+        return f"KittaTurnProvider(url={self._url!r}, api_key={mask_key(self._api_key)}, standby={self.standby_enabled})"
+
+    @property
+    def standby(self) -> Standby:
+        """This event loop's standby keeper (shared by every provider with the same settings on this loop)."""
+        return self._standbys.get()
 
     @property
     def client(self) -> KittaClient:
-        return self._client
+        """This event loop's client (once closed: the last one, for diagnostics; it refuses new sessions)."""
+        if self._standbys.closed:
+            last = self._standbys.last()
+            if last is not None:
+                return last.client
+        return self._standbys.get().client
+
+    @property
+    def closed(self) -> bool:
+        return self._standbys.closed
 
     @property
     def options(self) -> KittaOptions:
@@ -133,7 +159,18 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
 
     @property
     def standby_session(self) -> KittaConnection | None:
-        return self._pool.get(_STANDBY)
+        keeper = self._standbys.peek()
+        return keeper.session if keeper is not None else None
+
+    @property
+    def standby_created(self) -> int:
+        keeper = self._standbys.last()
+        return keeper.created if keeper is not None else 0
+
+    @property
+    def standby_retired(self) -> int:
+        keeper = self._standbys.last()
+        return keeper.retired if keeper is not None else 0
 
     # --------------------------------------------------------------------------------------------- options
 
@@ -155,8 +192,8 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         options = self._turn_options(overrides)
         return {
             "provider": self.provider,
-            "endpoint": self._client.url,
-            "account": account_scope(self._client._api_key),
+            "endpoint": self._url,
+            "account": account_scope(self._api_key),
             # every start.request field: each one changes the audio (not options.sample_rate: a turn's audio
             # comes out at the rate it is opened with, keyed below)
             "options": options.start_request().model_dump(),
@@ -168,27 +205,6 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
 
     # --------------------------------------------------------------------------------------------- standby
 
-    def _ensure_standby_loop(self) -> None:
-        if not self.standby_enabled or self._closed:
-            return
-        if self._wake is None:
-            self._wake = asyncio.Event()
-        if self._standby_task is None or self._standby_task.done():
-            self._standby_task = asyncio.create_task(self._standby_loop(), name="kitta-standby")
-
-    def _kick(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-
-    def _retire_standby(self, why: str) -> None:
-        session = self._pool.get(_STANDBY)
-        if session is not None:
-            self._pool.discard(_STANDBY, session)
-            self.standby_retired += 1
-            log.debug("kitta: retiring standby %s (%s)", session.request_id, why)
-            self._spawn_close(session)
-        self._kick()
-
     def _turn_done(self, turn: EngineTurn) -> None:
         """Forget the turn at once; its protocol says when the next turn may start (a turn opened right after
         a retryable failure is a retry, LiveKit's loop or a caller's: its ``start`` waits the backoff from
@@ -198,114 +214,25 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         if proto is not None:
             self._not_before = proto.not_before_next(self._not_before)
 
-    def _spawn_close(self, session: KittaConnection, reason: str = "standby retired") -> None:
-        wait = reason != "cancelled"  # (a cancelled turn's close completes in the session's task)
-        task = asyncio.create_task(session.close(1000, reason, wait=wait), name="kitta-session-close")
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-
-    async def _standby_loop(self) -> None:
-        """Keep one warm connection (authenticated, nothing started). Replaced after use, retired by age,
-        backed off after failures."""
-        assert self._wake is not None
-        failures = 0
-        while not self._closed:
-            session = self._pool.get(_STANDBY)
-            if session is None and self._replace_gate is not None:
-                # Build the replacement once the turn that took the standby has its first audio (or ended),
-                # so that our handshake never competes with that turn's critical path; bounded.
-                gate, self._replace_gate = self._replace_gate, None
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(gate.wait(), self.standby_replace_delay_max)
-                continue
-            if session is not None and not session.usable():
-                # failed (auth, network...): back off before the next one; turns connect on their own
-                self._pool.discard(_STANDBY, session)
-                failures += 1
-                delay = min(30.0, 0.5 * 2 ** (failures - 1))
-                log.warning(
-                    "kitta: standby session failed (%s); next attempt in %.1f s", session.error, delay
-                )
-                await self._sleep(delay)
-                continue
-            if session is None:
-                try:
-                    session = await self._pool.prefill(_STANDBY)
-                except Exception as exc:  # e.g. a shared client closed under us: stop keeping a standby
-                    log.warning("kitta: cannot open a standby session (%s); standby stopped", exc)
-                    return
-            if not session.authenticated.is_set():
-                # Still connecting: its age starts to count once it is warm (a slow handshake under load
-                # must not be retired before it ever served); the connect and auth timeouts bound the wait.
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(session.authenticated.wait(), self._auth_bound())  # set on end too
-                continue
-            failures = 0
-            if session.expired():
-                self._retire_standby("max age")
-                continue
-            # wakes on: taken by a turn, session ended, aclose, options changed; or at max age
-            await self._sleep(self.standby_max_age - session.age)
-
-    async def _sleep(self, delay: float) -> None:
-        assert self._wake is not None
-        self._wake.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), max(0.0, delay))
-
-    async def _open_standby(self, _key: str) -> KittaConnection:
-        """The pool's factory: a connection that connects and authenticates in the background."""
-        session = self._client.preconnect(self._options)
-        session.max_age = self.standby_max_age
-        session.task.add_done_callback(lambda _t: self._kick())
-        self.standby_created += 1
-        return session
-
-    def _take_standby(self) -> KittaConnection | None:
-        """The warm connection, if usable: any turn can take it (``start`` carries the turn's options)."""
-        session = self._pool.get(_STANDBY)
-        if session is None:
-            return None
-        if not session.usable():
-            self._pool.discard(_STANDBY, session)
-            self._kick()
-            return None
-        if session.age >= self.standby_max_age:
-            self._retire_standby("max age")
-            return None
-        if session.suspect:
-            # A keepalive ping is out and unanswered: maybe dead. The turn connects on its own and the standby
-            # is replaced (a pong still in flight would otherwise hand it, dead or not, to the next turn).
-            self._retire_standby("ping unanswered")
-            return None
-        self._pool.discard(_STANDBY, session)
-        self._kick()  # the replacement connects once the turn has its first audio
-        return session
-
     async def prewarm(self, sample_rate: int | None = None) -> None:
         """Connect the standby (if enabled) and wait until it is authenticated; raises its error if it fails.
+        One standby however many calls and providers (with the same settings, on this loop); does nothing
+        once the provider is closed.
 
         ``sample_rate`` is accepted for the interface and ignored: a session's rate is the server's.
         """
-        if not self.standby_enabled or self._closed:
+        if not self.standby_enabled or self.closed:
             return
-        session = self._pool.get(_STANDBY)
-        if session is not None and not session.alive:
-            self._pool.discard(_STANDBY, session)
-        session = await self._pool.prefill(_STANDBY)
-        self._ensure_standby_loop()
-        await session.wait_authenticated(self._auth_bound())
-
-    def _auth_bound(self) -> float:
-        return self._client.connect_timeout + self._client.event_timeout
+        await self._standbys.get().prewarm()
 
     # ----------------------------------------------------------------------------------------------- turns
 
     async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> EngineTurn:
         rate = _check_rate(sample_rate)
         options = self._turn_options(overrides)
-        if self._closed:
+        if self.closed:
             raise TTSConnectionError("kitta: provider is closed", retryable=False)
+        keeper = self.standby
         not_before, self._not_before = self._not_before, 0.0
         if not_before > asyncio.get_running_loop().time():
             log.debug("kitta: previous turn failed (retryable); its start waits until %.2f", not_before)
@@ -317,7 +244,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         turn = EngineTurn(self, request, turn_id=str(uuid.uuid4()), sample_rate=rate)
         await turn.open()
         if turn.connection_reused:
-            self._replace_gate = turn.first_audio_or_done
+            keeper.gate(turn.first_audio_or_done)
         self._turns.add(turn)  # only while it runs: nothing of a turn is kept after it ends
         turn.add_done_callback(self._turn_done)
         log.debug("kitta: turn %s opened (standby=%s)", turn.id, turn.connection_reused)
@@ -328,41 +255,34 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
     async def dial(self, turn_id: str, request: KittaRequest, *, retry: bool) -> tuple[Link, bool]:
         """A connection for an attempt: the warm standby for a first attempt when there is one (``start``
         carries the turn's options), else a new one (a retry always: a fresh session)."""
-        if self._closed:
+        if self.closed:
             raise TTSConnectionError("kitta: provider is closed", retryable=False)
+        keeper = self.standby
         if not retry and self.standby_enabled:
-            self._ensure_standby_loop()
-            standby = self._take_standby()
-            if standby is not None:
+            session = keeper.take()
+            if session is not None:
                 self.standby_hits += 1
-                return standby, True
+                return session, True
             self.standby_misses += 1
-        return self._client.connect(turn_id, self._options), False
+        return keeper.client.connect(turn_id, self._options), False
 
     def hang_up(self, link: Link, *, cancelled: bool) -> None:
         """The turn is done with its session: a cancelled one is closed now (v2 has no cancel message); one
         that ended closes itself once its protocol knows the outcome."""
         if cancelled:
-            self._spawn_close(cast("KittaConnection", link), "cancelled")
+            spawn_close(cast("KittaConnection", link), "cancelled", self._closing)
 
     async def aclose(self) -> None:
-        self._closed = True
-        self._kick()
-        task = self._standby_task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(task, 5.0)
-        await self._pool.aclose()
+        """Fail this provider's turns and let go of the shared standby (closed, 1000, with every connection of
+        its client, once no other provider on this loop uses it). Idempotent; nothing reconnects afterwards:
+        ``prewarm()`` does nothing and ``open_turn()`` raises :class:`TTSConnectionError`."""
         err = TTSConnectionError("kitta: client closed", retryable=False)
         for turn in list(self._turns):
             turn.abort(err)  # a turn waiting to retry fails now, and starts no session
-        if self._own_client:
-            await self._client.aclose()
-        else:
-            for turn in list(self._turns):
-                if not turn.done:
-                    await turn.cancel()
+        await self._standbys.aclose()
+        for turn in list(self._turns):
+            if not turn.done:
+                await turn.cancel()  # shared on (or the caller's client): this provider's sessions close
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=5.0)
         self._turns.clear()

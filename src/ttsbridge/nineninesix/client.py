@@ -12,6 +12,7 @@ requires; it never reaches a log line, an exception text or a repr.
 
 from __future__ import annotations
 
+import ssl as ssl_module
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ from ttsbridge._redact import mask_key
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.engine.connection import PING_AFTER_SILENCE, PONG_TIMEOUT, USER_AGENT, check_liveness_knobs
 from ttsbridge.engine.pool import KeyedPool
+from ttsbridge.engine.proxy import check_proxy
 from ttsbridge.engine.turn import EngineTurn, Link
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.nineninesix.catalog import API_KEY_ENV, derive_urls, resolve_api_key, ws_url
@@ -53,6 +55,9 @@ class NineninesixClient:
             its contexts fail with :class:`~ttsbridge.errors.TTSSilentConnectionError` (a turn with no audio
             yet is replayed once on a fresh connection) and the pool opens a new one. A timeout
             (``receive_timeout``) sends the same ping: no new turn goes to that connection until it answers.
+        proxy: ``True`` (default): from the environment (``WSS_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``); ``None``:
+            direct; a URL (``http://proxy:3128``): that proxy, whatever the environment says.
+        ssl: the TLS context for ``wss://`` (default: the shared verifying context, docs/production.md).
     """
 
     def __init__(
@@ -68,6 +73,8 @@ class NineninesixClient:
         ping_interval: float | None = 20.0,
         ping_after_silence: float | None = PING_AFTER_SILENCE,
         pong_timeout: float = PONG_TIMEOUT,
+        proxy: str | bool | None = True,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> None:
         self._api_key = resolve_api_key(api_key)
         self.base_url = base_url
@@ -91,8 +98,9 @@ class NineninesixClient:
         self.ping_after_silence = ping_after_silence
         self.pong_timeout = pong_timeout
         self._ws_url = ws_url(base_url, self._api_key, cancel_ack)
+        check_proxy(proxy)
         self.settings = ConnectSettings(
-            connect_timeout, cancel_timeout, max_idle, ping_interval, ping_after_silence, pong_timeout
+            connect_timeout, cancel_timeout, max_idle, ping_interval, ping_after_silence, pong_timeout, proxy, ssl
         )
         self._pool: KeyedPool[OutputFormat, NineninesixConnection] = KeyedPool(
             self._connect, shared=True, name="nineninesix"

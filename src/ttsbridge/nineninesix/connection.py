@@ -5,8 +5,10 @@ client by format. It is the :class:`~ttsbridge.engine.turn.Link` of every turn a
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ttsbridge.engine import ConnectionFailed, Event
 from ttsbridge.engine.connection import PING_AFTER_SILENCE, PONG_TIMEOUT, Connection
@@ -31,6 +33,18 @@ class ConnectSettings:
     ping_interval: float | None = 20.0
     ping_after_silence: float | None = PING_AFTER_SILENCE
     pong_timeout: float = PONG_TIMEOUT
+    #: ``True``: from the environment (``WSS_PROXY`` / ``HTTPS_PROXY`` / ``NO_PROXY``, websockets' own
+    #: reading); ``None``: direct; a URL: that proxy.
+    proxy: str | bool | None = True
+    #: The TLS context for ``wss://`` (None: the shared verifying one, engine/tls.py).
+    ssl: ssl.SSLContext | None = None
+
+    def connect_options(self) -> dict[str, Any]:
+        """Extra keyword arguments for ``websockets.connect``."""
+        options: dict[str, Any] = {} if self.proxy is True else {"proxy": self.proxy or None}
+        if self.ssl is not None:
+            options["ssl"] = self.ssl
+        return options
 
 
 class NineninesixConnection(Connection):
@@ -54,6 +68,7 @@ class NineninesixConnection(Connection):
             ping_after_silence=settings.ping_after_silence,
             pong_timeout=settings.pong_timeout,
             name=f"nineninesix-{serial}",
+            connect_options=settings.connect_options(),
         )
         self.protocol: NineninesixProtocol = protocol
         self.output_format = protocol.output_format

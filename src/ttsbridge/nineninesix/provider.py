@@ -21,10 +21,13 @@ from typing import Any
 import aiohttp
 
 from ttsbridge._keys import account_scope
+from ttsbridge._redact import mask_key
 from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.engine.backoff import Backoff
+from ttsbridge.engine.shared import LoopShare, settings_key
 from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError
+from ttsbridge.nineninesix.catalog import resolve_api_key
 from ttsbridge.nineninesix.client import NineninesixClient
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
@@ -68,13 +71,41 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         **client_kwargs: Any,
     ) -> None:
         self._options = options or NineninesixOptions()
-        self.client = NineninesixClient(api_key, base_url=base_url, **client_kwargs)
-        self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
+        key = resolve_api_key(api_key)
+        # Validated now (a bad knob fails here, before any loop runs); the client itself is made per event
+        # loop and shared by every provider with the same settings there (engine/shared.py).
+        spare = NineninesixClient(key, base_url=base_url, **client_kwargs)
+        self.base_url = base_url
+        self.http_base = spare.http_base
+        self._api_key = key
+        self._clients: LoopShare[NineninesixClient] = LoopShare(
+            settings_key("nineninesix", key, base_url, client_kwargs),
+            lambda: NineninesixClient(key, base_url=base_url, **client_kwargs),
+            NineninesixClient.aclose,
+            name="nineninesix",
+        )
+        self.http = NineninesixHTTP(
+            key,
+            base_url=base_url,
+            session=http_session,
+            proxy=client_kwargs.get("proxy", True),
+            ssl=client_kwargs.get("ssl"),
+        )
         self.concurrent_limit_retries = concurrent_limit_retries
         self.retry_backoff = retry_backoff
         self.wait_for_cancel_ack = wait_for_cancel_ack
         self._turns: weakref.WeakSet[EngineTurn] = weakref.WeakSet()
-        self._account = account_scope(self.client._api_key)
+        self._account = account_scope(key)
+
+    @property
+    def client(self) -> NineninesixClient:
+        """This event loop's client (its pool of connections by output format), shared by every provider
+        with the same settings on this loop. Raises :class:`TTSConnectionError` once the provider is closed."""
+        return self._clients.get()
+
+    @property
+    def closed(self) -> bool:
+        return self._clients.closed
 
     @property
     def backoff(self) -> Backoff:
@@ -86,7 +117,10 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         return self._options
 
     def __repr__(self) -> str:
-        return f"NineninesixTurnProvider({self.client!r}, options={self.options!r})"
+        return (
+            f"NineninesixTurnProvider(base_url={self.base_url!r}, api_key={mask_key(self._api_key)}, "
+            f"options={self.options!r})"
+        )
 
     def _resolve(self, overrides: dict[str, Any]) -> NineninesixOptions:
         return self.options.updated(**overrides) if overrides else self.options  # type: ignore[return-value]
@@ -122,7 +156,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         opts = self._resolve(overrides)
         return {
             "provider": self.provider,
-            "endpoint": self.client.http_base,
+            "endpoint": self.http_base,
             "account": self._account,
             "model": opts.model,
             "voice": opts.voice,
@@ -132,6 +166,10 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         }
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
+        """Open the shared connection for the format the next turn will use (one, however many providers and
+        calls ask). Does nothing once the provider is closed."""
+        if self.closed:
+            return
         fmt = (
             self.options.output_format(sample_rate)
             if sample_rate
@@ -177,9 +215,16 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
             raise error
 
     async def aclose(self) -> None:
-        err = TTSConnectionError("nineninesix: the provider was closed")
+        """Fail this provider's open turns, let go of the shared pool (closed, 1000, once no other provider on
+        this loop uses it) and of the HTTP session. Idempotent; nothing reopens afterwards: ``prewarm()`` does
+        nothing and ``open_turn()`` raises :class:`TTSConnectionError`."""
+        err = TTSConnectionError("nineninesix: the provider was closed", retryable=False)
         for turn in list(self._turns):
             if not turn.done:
                 turn.abort(err)  # a turn waiting to retry must not reconnect after this
-        await self.client.aclose()
+        await self._clients.aclose()  # the last provider on this loop: the pool closes, its turns fail
+        for turn in list(self._turns):
+            protocol = turn.protocol
+            if not turn.done and protocol is not None and not protocol.closed:
+                await turn.cancel()  # the pool is shared on: only this provider's contexts go (bounded)
         await self.http.aclose()
