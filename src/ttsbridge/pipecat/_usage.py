@@ -53,7 +53,7 @@ def _carrier_heard(ledger: _Ledger, *, completed: bool, heard_s: float | None) -
     it acknowledged; without one, the estimate (every word of a turn played to its end, else those played)."""
     timed = [*ledger.played, *ledger.words]
     if heard_s is not None:
-        return [w for w in timed if w.start <= heard_s + 1e-6]
+        return [w for w in timed if w.start <= heard_s + 1e-3]
     return timed if completed else list(ledger.played)
 
 

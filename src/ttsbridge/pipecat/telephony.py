@@ -84,6 +84,9 @@ __all__ = [
 ]
 
 _EPS = 1e-6
+#: PTS (ns) a frame may lie past an echoed position and still count as played: the float sums of a position
+#: and the shift the wire gave it
+_TOL_NS = 1_000_000
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -103,8 +106,11 @@ class _Dialect:
     """One carrier's media-stream messages for marks (the wrapped serializer does the rest)."""
 
     carrier: ClassVar[str] = ""
-    #: the wrapped serializer's attribute holding the stream id
+    #: the wrapped serializer's attribute holding the stream id, and the one holding the leg's rate
     stream_attr: ClassVar[str] = "_stream_sid"
+    rate_attr: ClassVar[str] = "_twilio_sample_rate"
+    #: bytes per sample of the leg's audio (G.711: 1, 16-bit PCM: 2)
+    sample_bytes: ClassVar[int] = 1
     #: the words that can appear in an inbound message this dialect reads (cheap test before parsing JSON)
     needles: ClassVar[tuple[str, ...]] = ("mark", "stop")
 
@@ -124,6 +130,16 @@ class _Dialect:
     def stream_id(self, inner: FrameSerializer) -> str:
         return str(getattr(inner, self.stream_attr, "") or "")
 
+    def payload_seconds(self, inner: FrameSerializer, payload: str | bytes) -> float:
+        """Seconds of audio in one media message the wrapped serializer made (0 if unreadable)."""
+        try:
+            b64 = json.loads(payload)["media"]["payload"]
+            rate = int(getattr(inner, self.rate_attr, 8000) or 8000)
+        except (ValueError, TypeError, KeyError):
+            return 0.0
+        n = len(b64) * 3 // 4 - b64[-2:].count("=")
+        return n / (self.sample_bytes * rate)
+
 
 class _Twilio(_Dialect):
     carrier = "twilio"
@@ -135,6 +151,7 @@ class _Twilio(_Dialect):
 class _Telnyx(_Dialect):
     carrier = "telnyx"
     stream_attr = "_stream_id"
+    rate_attr = "_telnyx_sample_rate"
 
     def mark(self, inner: FrameSerializer, name: str) -> str:
         return json.dumps({"event": "mark", "mark": {"name": name}})
@@ -142,6 +159,8 @@ class _Telnyx(_Dialect):
 
 class _Exotel(_Dialect):
     carrier = "exotel"
+    rate_attr = "_exotel_sample_rate"
+    sample_bytes = 2
 
     def mark(self, inner: FrameSerializer, name: str) -> str:
         return json.dumps({"event": "mark", "stream_sid": self.stream_id(inner), "mark": {"name": name}})
@@ -150,6 +169,7 @@ class _Exotel(_Dialect):
 class _Plivo(_Dialect):
     carrier = "plivo"
     stream_attr = "_stream_id"
+    rate_attr = "_plivo_sample_rate"
     needles = ("played", "stop")
 
     def mark(self, inner: FrameSerializer, name: str) -> str:
@@ -243,6 +263,9 @@ class CallPlayback:
         self.carrier = carrier
         #: a mark at least this often (s of a reply's audio) where no word starts
         self.max_mark_spacing_s = max_mark_spacing_s
+        #: how far a mark overtakes the audio before it on its way to the wire (the wrapped serializer's
+        #: resampler, the output transport's partial chunk): the most seen on this call
+        self.lead_s = 0.0
         self._clock = clock
         self._listeners: list[Callable[[], None]] = []
         self._waiters: set[asyncio.Future[None]] = set()
@@ -290,8 +313,11 @@ class CallPlayback:
     def audio_sent(self, seconds: float) -> None:
         self.book.audio_sent(seconds, self.now())
 
-    def mark_sent(self, mark: PlaybackMark) -> None:
-        self.book.sent(mark, self.now())
+    def mark_sent(self, mark: PlaybackMark, behind_s: float = 0.0) -> None:
+        """``mark`` went on the wire; ``behind_s``: audio before it in the TTS's stream still held back on its
+        way (the wrapped serializer's resampler, the output transport's partial chunk): it certifies that
+        much less."""
+        self.book.sent(mark, self.now(), behind_s=behind_s)
         self._changed()
 
     def clear_sent(self) -> None:
@@ -406,12 +432,23 @@ class PlaybackAcks(FrameSerializer):
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
                 raise TTSInvalidOptionError(name, value, f"a number >= {low}")
-        if isinstance(max_pending_marks, bool) or not isinstance(max_pending_marks, int) or max_pending_marks < 2:
+        if (
+            isinstance(max_pending_marks, bool)
+            or not isinstance(max_pending_marks, int)
+            or max_pending_marks < 2
+        ):
             raise TTSInvalidOptionError("max_pending_marks", max_pending_marks, "an integer >= 2")
         super().__init__(serializer._params)
         self._inner = serializer
         self._dialect = _dialect_for(serializer)
-        book = PlaybackBook(max_pending=max_pending_marks, min_gap_s=float(min_mark_gap_s), margin_s=float(margin_s))
+        # audio given to the wrapped serializer / put on the wire (s), and the last frame's length: what a
+        # mark overtakes (the resampler's hold-back; at most one partial chunk in the output transport)
+        self._in_s = 0.0
+        self._out_s = 0.0
+        self._frame_s = 0.0
+        book = PlaybackBook(
+            max_pending=max_pending_marks, min_gap_s=float(min_mark_gap_s), margin_s=float(margin_s)
+        )
         self.call = CallPlayback(book, self._dialect.carrier, max_mark_spacing_s=float(max_mark_spacing_s))
         self._book = book
 
@@ -436,7 +473,9 @@ class PlaybackAcks(FrameSerializer):
             mark = frame.mark
             if mark is None or self._book.find(mark.name) is not mark or self._book.ended:
                 return None
-            self.call.mark_sent(mark)
+            behind = max(0.0, self._in_s - self._out_s) + (0.0 if mark.final else self._frame_s)
+            self.call.lead_s = max(self.call.lead_s, behind)
+            self.call.mark_sent(mark, behind)
             return self._dialect.mark(self._inner, mark.name)
         if isinstance(frame, EndFrame):
             # The hang-up (the inner serializer's, and the transport's close after this returns) waits until
@@ -444,8 +483,14 @@ class PlaybackAcks(FrameSerializer):
             await self.call.drain()
         payload = await self._inner.serialize(frame)
         if isinstance(frame, AudioRawFrame) and frame.sample_rate > 0:
-            self.call.audio_sent(len(frame.audio) / (2.0 * frame.sample_rate * max(1, frame.num_channels)))
+            self._frame_s = len(frame.audio) / (2.0 * frame.sample_rate * max(1, frame.num_channels))
+            self._in_s += self._frame_s
+            if payload:
+                out = self._dialect.payload_seconds(self._inner, payload)
+                self._out_s += out
+                self.call.audio_sent(out)
         elif isinstance(frame, InterruptionFrame) and payload:
+            self._in_s = self._out_s  # the transport dropped what it held; start counting afresh
             self.call.clear_sent()
         return payload
 
@@ -481,6 +526,8 @@ class _Reply:
     audio_s: float = 0.0
     #: the tts span, kept open past the stop frame until the carrier played the reply
     span: Any = None
+    #: where marks are still due (s of its audio, not pushed yet): word starts plus the wire's lead
+    due: list[float] = field(default_factory=list)
     #: (pts, text, own spacing) of its word frames, in push order
     words: list[tuple[int, str, bool]] = field(default_factory=list)
     resolved: bool = False
@@ -533,20 +580,29 @@ class ServicePlayback:
     async def append_audio(
         self, state: _TurnState, rate: int, pcm: bytes, start_s: float, words: Sequence[TimedWord]
     ) -> None:
-        """Append ``pcm`` (starting ``start_s`` into the reply) to the reply's audio context, cut at the word
-        starts in it, with a mark at each cut (and one at least every :data:`DEFAULT_MAX_SPACING_S`)."""
+        """Append ``pcm`` (starting ``start_s`` into the reply) to the reply's audio context with a mark at each
+        word start the word clock knows (and one at least every ``max_mark_spacing_s``), cutting the audio
+        there. A mark goes :attr:`CallPlayback.lead_s` after the start it stands for: the audio the wire
+        still holds back when it is sent, so that its echo certifies the word's start."""
         service = self._service
         context_id = state.context_id
         reply = self._reply(state)
         seconds = len(pcm) / (2.0 * rate)
         end_s = start_s + seconds
-        cuts = sorted({w.start for w in words if start_s - _EPS <= w.start < end_s - _EPS})
+        lead = self.call.lead_s
+        reply.due.extend(w.start + lead for w in words)
+        reply.due.sort()
+        cuts = [t for t in reply.due if t < end_s - _EPS]
+        reply.due = [t for t in reply.due if t >= end_s - _EPS]
         last = reply.playback.last_mark_s
-        if end_s - (last if last is not None else 0.0) >= self._spacing and (not cuts or cuts[-1] < end_s - self._spacing):
+        if end_s - (last if last is not None else 0.0) >= self._spacing and (
+            not cuts or cuts[-1] < end_s - self._spacing
+        ):
             cuts.append(end_s)
         done = 0
         for at in cuts:
-            mark = self._book.mark(reply.playback, at, pushed_s=self._pushed_s + max(0.0, at - start_s))
+            at = max(at, start_s)  # a word timed late (held for its piece's end): a mark now
+            mark = self._book.mark(reply.playback, at, pushed_s=self._pushed_s + (at - start_s))
             if mark is None:
                 continue
             cut = min(len(pcm), max(done, round((at - start_s) * rate) * 2))
@@ -645,7 +701,7 @@ class ServicePlayback:
         if self._passthrough():
             return False
         acked = self._book.acked_pts
-        if acked is not None and (frame.pts or 0) <= acked:
+        if acked is not None and (frame.pts or 0) <= acked + _TOL_NS:
             return False  # already heard
         self._held.append((frame, direction))
         self._ensure_task()
@@ -697,7 +753,7 @@ class ServicePlayback:
             return
         now = self._now_pts()
         if upto_pts is None:
-            upto_pts = self._book.acked_pts if self._book.acked_pts is not None else -1
+            upto_pts = self._book.acked_pts + _TOL_NS if self._book.acked_pts is not None else -1
         valve = now - self._margin_ns()
         if self._passthrough():
             valve = max(valve, now)
@@ -719,7 +775,8 @@ class ServicePlayback:
         self.call.interrupted()
         now = self._now_pts()
         by_carrier = self._book.acks_live and not self._book.silent
-        upto = (self._book.acked_pts if self._book.acked_pts is not None else -1) if by_carrier else now
+        acked = self._book.acked_pts
+        upto = (acked + _TOL_NS if acked is not None else -1) if by_carrier else now
         if self._held:
             keep: list[tuple[Frame, FrameDirection]] = []
             out: list[tuple[Frame, FrameDirection]] = []
@@ -773,7 +830,9 @@ class ServicePlayback:
             if playback.finished:
                 await self._resolve(reply, "played", heard_s=playback.end_s)
             elif playback.cleared:
-                await self._resolve(reply, "interrupted", heard_s=playback.heard_s if playback.acked else None)
+                await self._resolve(
+                    reply, "interrupted", heard_s=playback.heard_s if playback.acked else None
+                )
             elif self._book.ended:
                 await self._resolve(reply, "hung-up", heard_s=playback.heard_s if playback.acked else None)
             elif playback.lost and not any(m.reply is playback for m in self._book.open_marks()):
@@ -792,7 +851,7 @@ class ServicePlayback:
         now = self._now_pts() if now_pts is None else now_pts
         if upto_pts is None:
             acked = self._book.acked_pts
-            upto_pts = now if heard_s is None else (acked if acked is not None else -1)
+            upto_pts = now if heard_s is None else (acked + _TOL_NS if acked is not None else -1)
             if outcome == "played":
                 upto_pts = max(upto_pts, max((p for p, _, _ in reply.words), default=-1))
         record = ReplyHeard(

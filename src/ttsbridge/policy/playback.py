@@ -190,11 +190,16 @@ class PlaybackBook:
             self.play_end = max(self.play_end, now) + seconds
             self.audio_sent_s += seconds
 
-    def sent(self, mark: PlaybackMark, now: float) -> None:
-        """``mark`` went to the carrier at ``now`` (after all the audio before it)."""
+    def sent(self, mark: PlaybackMark, now: float, *, behind_s: float = 0.0) -> None:
+        """``mark`` went to the carrier at ``now``. ``behind_s``: audio placed before it that is not on the
+        wire yet (a resampler's hold-back, a partial chunk): its echo certifies that much less."""
         if mark.state != "emitted":
             return
         mark.state = "sent"
+        if behind_s > 0:
+            mark.position_s = max(0.0, mark.position_s - behind_s)
+            if mark.pts is not None:
+                mark.pts -= int(behind_s * 1e9)
         mark.play_end = max(self.play_end, now)
         self._last_sent_pushed_s = max(self._last_sent_pushed_s, mark.pushed_s)
 
