@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipecat.frames.frames import EndWorkerFrame, Frame, LLMContextFrame, LLMFullResponseEndFrame
+from pipecat.frames.frames import EndWorkerFrame, Frame, LLMFullResponseEndFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -108,6 +108,9 @@ class Bot:
     context: LLMContext
     worker: PipelineWorker
     call: CallPlayback | None
+    tts: FrameProcessor
+    #: the usage reported by the TTS (``on_turn_usage``), in order
+    usage: list[Any]
 
     def kept(self, index: int = -1) -> str:
         """The last assistant message of the ``index``-th context the LLM was given."""
@@ -149,6 +152,12 @@ async def phone_call(
     )
     llm = ScriptedLLM(replies or {}, end_after)
     tts = make_phone_tts(emu, provider, voice) if voice else make_phone_tts(emu, provider)
+    usage: list[Any] = []
+
+    @tts.event_handler("on_turn_usage")
+    async def _usage(_service: Any, turn_usage: Any) -> None:
+        usage.append(turn_usage)
+
     processors: list[FrameProcessor] = [
         transport.input(),
         KeypadSTT(utterances or {}),
@@ -186,7 +195,7 @@ async def phone_call(
     call = serializer.call if isinstance(serializer, PlaybackAcks) else None
     try:
         await asyncio.wait_for(ready.wait(), BOUND)
-        bot = Bot(f"ws://127.0.0.1:{port}", llm, context, worker, call)
+        bot = Bot(f"ws://127.0.0.1:{port}", llm, context, worker, call, tts, usage)
         async with EmulatedCarrier.dial(bot.url, config) as phone:
             yield bot, phone
             await asyncio.wait_for(asyncio.shield(task), BOUND)
@@ -201,10 +210,3 @@ async def _run(runner: WorkerRunner, worker: PipelineWorker) -> None:
     await runner.add_workers(worker)
     await runner.run()
 
-
-def context_count(bot: Bot) -> int:
-    return len(bot.llm.seen)
-
-
-def is_context(frame: Frame) -> bool:
-    return isinstance(frame, LLMContextFrame)

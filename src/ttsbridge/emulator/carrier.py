@@ -85,8 +85,9 @@ class MarkRecord:
     echoed_at: float | None = None
     #: returned at once by a clear (its audio was not played)
     returned_by_clear: bool = False
-    #: dropped: by a clear (Plivo), by the hang-up, or never echoed (``echo_marks=False``)
-    dropped: bool = False
+    #: never echoed, and why: ``"clear"`` (Plivo drops its checkpoints), ``"hang-up"``, ``"no-echo"``
+    #: (``echo_marks=False``)
+    dropped: str | None = None
 
 
 @dataclass(frozen=True)
@@ -289,15 +290,17 @@ class EmulatedCarrier:
     def playing(self) -> bool:
         return self._end > self.now() and self.hangup is None
 
-    async def wait_until(self, cond: Callable[[], bool], timeout: float = 15.0) -> None:
-        """Wait (bounded) until ``cond()`` holds; re-checked on every change and each time audio plays out."""
+    async def wait_until(
+        self, cond: Callable[[], bool], timeout: float = 15.0, *, poll: float = 0.01
+    ) -> None:
+        """Wait (bounded) until ``cond()`` holds; re-checked on every change of the call and at least every
+        ``poll`` seconds (for conditions on the bot's side)."""
 
         async def _wait() -> None:
             while not cond():
                 wake = self._changed
-                delay = max(0.005, self._end - self.now()) if self._end > self.now() else None
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(wake.wait(), delay)
+                    await asyncio.wait_for(wake.wait(), poll)
 
         await asyncio.wait_for(_wait(), timeout)
 
@@ -484,7 +487,7 @@ class EmulatedCarrier:
         record = MarkRecord(name, at, due, self._position_at(due))
         self.marks.append(record)
         if not c.echo_marks:
-            record.dropped = True
+            record.dropped = "no-echo"
             return
         entry = self._post(due + c.network_delay_s, self._echo_message(name), record)
         self._pending.append((record, entry))
@@ -524,7 +527,7 @@ class EmulatedCarrier:
         for record, entry in self._due_after(at):
             entry[2] = None  # the scheduled echo is cancelled
             if c.carrier == "plivo":
-                record.dropped = True  # playedStream only for audio that played
+                record.dropped = "clear"  # playedStream only for audio that played
             else:
                 record.returned_by_clear = True
                 self._post(at + c.network_delay_s, self._echo_message(record.name), record)
@@ -542,7 +545,7 @@ class EmulatedCarrier:
     def _drop_pending(self, at: float) -> None:
         for record, entry in self._due_after(at):
             entry[2] = None
-            record.dropped = True
+            record.dropped = "hang-up"
 
     def _stop_playback(self, at: float) -> None:
         for ch in self._chunks:
