@@ -35,12 +35,12 @@ from pipecat.workers.runner import WorkerRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipecat"))
 
-from call_helpers import ContextLLM, KeypadSTT, assistant_texts, make_phone_tts  # noqa: E402
+from call_helpers import ContextLLM, KeypadSTT, assistant_texts, make_phone_tts
 
-from support import free_port  # noqa: E402
-from ttsbridge.emulator import Emulator  # noqa: E402
-from ttsbridge.emulator.carrier import CarrierConfig, EmulatedCarrier  # noqa: E402
-from ttsbridge.pipecat.telephony import CallPlayback, PlaybackAcks  # noqa: E402
+from support import free_port
+from ttsbridge.emulator import Emulator
+from ttsbridge.emulator.carrier import CarrierConfig, EmulatedCarrier
+from ttsbridge.pipecat.telephony import CallPlayback, PlaybackAcks
 
 __all__ = [
     "BOUND",
@@ -209,4 +209,3 @@ async def phone_call(
 async def _run(runner: WorkerRunner, worker: PipelineWorker) -> None:
     await runner.add_workers(worker)
     await runner.run()
-

@@ -115,6 +115,7 @@ class _Chunk:
     start: float
     end: float
     cut: float | None = None  # playback stopped here (clear, hang-up)
+    cut_by: str | None = None
 
     def played(self, t: float, rate: int) -> int:
         """Bytes of it played by ``t``."""
@@ -285,6 +286,12 @@ class EmulatedCarrier:
 
     def received_pcm(self) -> bytes:
         return b"".join(ch.pcm for ch in self._chunks)
+
+    def unplayed_pcm(self) -> bytes:
+        """The audio received that never played and that no clear dropped: what the hang-up cut off (or what
+        is still queued)."""
+        t = self.now()
+        return b"".join(ch.pcm[ch.played(t, self.rate) :] for ch in self._chunks if ch.cut_by != "clear")
 
     @property
     def playing(self) -> bool:
@@ -521,7 +528,7 @@ class EmulatedCarrier:
     def _clear(self, at: float) -> None:
         c = self.config
         played = self.played_s(at)
-        self._stop_playback(at)
+        self._stop_playback(at, "clear")
         dropped = self.received_s - played - sum(r.dropped_s for r in self.clears)
         self.clears.append(ClearRecord(at, played, max(0.0, dropped)))
         for record, entry in self._due_after(at):
@@ -547,10 +554,10 @@ class EmulatedCarrier:
             entry[2] = None
             record.dropped = "hang-up"
 
-    def _stop_playback(self, at: float) -> None:
+    def _stop_playback(self, at: float, by: str = "hang-up") -> None:
         for ch in self._chunks:
             if ch.cut is None and ch.end > at:
-                ch.cut = at
+                ch.cut, ch.cut_by = at, by
         self._end = 0.0 if self._end <= at else at
 
     def _position_at(self, t: float) -> float:

@@ -352,7 +352,7 @@ class CallPlayback:
         audio still unplayed plus :attr:`PlaybackBook.margin_s`; a barge-in, a ``clear`` or the end of the
         stream ends the wait at once."""
         since = self.now()
-        interruptions, clears = self._interruptions, self._clears
+        interruptions, clears, lost = self._interruptions, self._clears, self.book.lost
         bound: float | None = None
         first = True
         while True:
@@ -369,7 +369,8 @@ class CallPlayback:
             elif self._clears != clears:
                 reason = "cleared"
             elif deadline is None:
-                reason = "idle" if first else "played"
+                # nothing out: all came back, or (the wait ran into the margin) the last ones were lost
+                reason = "idle" if first else ("played" if self.book.lost <= lost else "bound")
             elif now >= deadline:
                 reason = "bound"
             if reason is not None:
@@ -630,7 +631,7 @@ class ServicePlayback:
             await self._resolve(reply, "played", heard_s=None)
             return
         await self._service.append_to_audio_context(context_id, PlaybackMarkFrame(message={}, mark=mark))
-        self.call.changed()
+        self._ensure_task()  # it ends the reply's playback when the carrier says so (or the mark is lost)
 
     def keep_span(self, context_id: str) -> None:
         """Keep the reply's span open past its stop frame (Pipecat ends it there): it ends when the carrier
@@ -698,11 +699,10 @@ class ServicePlayback:
             self._replies[frame.context_id].words.append(
                 (int(frame.pts or 0), frame.text, bool(frame.includes_inter_frame_spaces))
             )
-        if self._passthrough():
+        if self._passthrough() or int(frame.pts or 0) <= self._threshold():
+            # played already (or a carrier that does not echo): on its way, behind what was held before it
+            await self._release()
             return False
-        acked = self._book.acked_pts
-        if acked is not None and (frame.pts or 0) <= acked + _TOL_NS:
-            return False  # already heard
         self._held.append((frame, direction))
         self._ensure_task()
         return True
@@ -746,23 +746,26 @@ class ServicePlayback:
             times.append(expiry - self.call.now())
         return max(0.0, min(times)) + 0.001 if times else None
 
-    async def _release(self, *, upto_pts: int | None = None) -> None:
-        """Push the held frames the carrier has played (their PTS reached by an echo), those held past the
-        margin (lost marks), all of them on a silent carrier, or those up to ``upto_pts``."""
+    def _threshold(self) -> int:
+        """Held frames with a PTS up to this have played: up to the last echo, or held past the margin (a
+        mark lost)."""
+        threshold = self._now_pts() - self._margin_ns()
+        acked = self._book.acked_pts
+        return max(threshold, acked + _TOL_NS) if acked is not None else threshold
+
+    async def _release(self, upto_pts: int | None = None) -> None:
+        """Push the held frames that have played (see :meth:`_threshold`; ``upto_pts``: those up to it), all
+        of them once the carrier is known not to echo (the output transport then times them itself), in PTS
+        order: the order the output transport would have released them in."""
         if not self._held:
             return
-        now = self._now_pts()
-        if upto_pts is None:
-            upto_pts = self._book.acked_pts + _TOL_NS if self._book.acked_pts is not None else -1
-        valve = now - self._margin_ns()
         if self._passthrough():
-            valve = max(valve, now)
-        keep: list[tuple[Frame, FrameDirection]] = []
-        out: list[tuple[Frame, FrameDirection]] = []
-        for frame, direction in self._held:
-            pts = int(frame.pts or 0)
-            (out if pts <= upto_pts or pts <= valve else keep).append((frame, direction))
-        self._held = keep
+            out, self._held = self._held, []
+        else:
+            threshold = self._threshold() if upto_pts is None else upto_pts
+            out = [h for h in self._held if int(h[0].pts or 0) <= threshold]
+            self._held = [h for h in self._held if int(h[0].pts or 0) > threshold]
+        out.sort(key=lambda h: int(h[0].pts or 0))  # stable: frames of one PTS keep their order
         for frame, direction in out:
             await self._push(frame, direction)
 
@@ -778,16 +781,8 @@ class ServicePlayback:
         acked = self._book.acked_pts
         upto = (acked + _TOL_NS if acked is not None else -1) if by_carrier else now
         if self._held:
-            keep: list[tuple[Frame, FrameDirection]] = []
-            out: list[tuple[Frame, FrameDirection]] = []
-            for frame, direction in self._held:
-                if int(frame.pts or 0) <= upto:
-                    out.append((frame, direction))
-                elif not frame.interruptible:
-                    keep.append((frame, direction))
-            self._held = keep
-            for frame, direction in out:
-                await self._push(frame, direction)
+            await self._release(upto)
+            self._held = [h for h in self._held if not h[0].interruptible]  # the rest was not heard
         for reply in list(self._replies.values()):
             if not reply.resolved and reply.playback.interruptible:
                 heard = reply.playback.heard_s if by_carrier else None
