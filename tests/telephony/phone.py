@@ -132,6 +132,7 @@ async def phone_call(
     echo_marks: bool = True,
     margin_s: float = 1.0,
     voice: str | None = None,
+    tracing: bool = False,
 ) -> AsyncIterator[tuple[Bot, EmulatedCarrier]]:
     """A bot behind ``carrier``'s serializer (in ``PlaybackAcks`` with ``acks``) and the emulated carrier
     calling it. The bot runs until the block ends; the carrier's hang-up ends it."""
@@ -171,6 +172,7 @@ async def phone_call(
         Pipeline(processors),
         params=PipelineParams(audio_in_sample_rate=rate, audio_out_sample_rate=rate),
         cancel_on_idle_timeout=False,
+        enable_tracing=tracing,
     )
     ready = asyncio.Event()
 

@@ -13,10 +13,12 @@ import re
 
 import numpy as np
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from phone import phone_call
 from pipecat.frames.frames import EndFrame, TTSSpeakFrame
 
 from heard import PrefixError, prefix_error
+from otel_support import attrs, named
 from ttsbridge.emulator import Emulator, tone_duration
 from ttsbridge.emulator.carrier import EmulatedCarrier
 
@@ -197,3 +199,35 @@ async def test_a_carrier_that_never_echoes_gets_the_estimate_and_a_bounded_wait(
     assert drain.waited_s <= drain.bound_s + 0.25, drain
     assert phone.hangup is not None
     assert _last_sound_s(phone.unplayed_pcm(), phone.rate) == 0.0, phone.hangup
+
+
+async def test_the_span_says_what_the_carrier_played(emulator: Emulator, spans: InMemorySpanExporter) -> None:
+    emulator.config.realtime_factor = 2.0
+    async with phone_call(
+        emulator,
+        carrier="twilio",
+        provider="nineninesix",
+        replies={"go": REPLY, "wait": "Okay."},
+        utterances={"1": "go", "2": "wait"},
+        tracing=True,
+    ) as (bot, phone):
+        greeting = await _greeted(emulator, phone, bot)
+        await phone.say("1")
+        await phone.wait_played(greeting + CUT_AT)
+        await phone.press("2")
+        await phone.wait_until(lambda: any(c.dropped_s > 0 for c in phone.clears))
+        await phone.press("#")
+        await phone.wait_until(lambda: len(bot.llm.seen) == 2)
+        await phone.hang_up()
+
+    assert bot.call is not None
+    by_chars = {u.characters_sent: u for u in bot.usage}
+    played, cut = (attrs(s) for s in named(spans, "tts")[:2])  # the greeting's, then the reply's
+    assert played["ttsbridge.heard_source"] == "carrier" and played["ttsbridge.playback"] == "played"
+    assert played["ttsbridge.characters_heard"] == by_chars[len(GREETING)].characters_heard == len(GREETING)
+    record = next(h for h in bot.call.heard if h.outcome == "interrupted")
+    assert cut["ttsbridge.heard_source"] == "carrier" and cut["ttsbridge.playback"] == "interrupted"
+    assert cut["ttsbridge.heard_audio_s"] == pytest.approx(record.heard_s, abs=1e-3)
+    reply = max(bot.usage, key=lambda u: u.characters_sent)
+    assert cut["ttsbridge.characters_heard"] == reply.characters_heard < reply.characters_sent
+    assert cut["tts.interrupted"] is True
