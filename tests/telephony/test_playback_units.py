@@ -13,8 +13,8 @@ from pipecat.serializers.telnyx import TelnyxFrameSerializer
 from pipecat.serializers.twilio import TwilioFrameSerializer
 
 from ttsbridge.errors import TTSInvalidOptionError
-from ttsbridge.policy.playback import PlaybackBook, ReplyPlayback
 from ttsbridge.pipecat.telephony import PlaybackAcks, PlaybackMarkFrame
+from ttsbridge.policy.playback import PlaybackBook, ReplyPlayback
 
 # -- the book
 

@@ -28,8 +28,8 @@ PROVIDERS = ["nineninesix", "kitta"]
 GREETING = "Hello, thanks for calling."
 REPLY = "Sure, I can help you with that. This is a test of the new booking system we built for everyone."
 GOODBYE = "Thank you for calling, and have a wonderful day."
-#: Seconds into the reply at which the caller speaks: inside its second sentence ("This" starts at 1.92 s).
-CUT_AT = 2.5
+#: Seconds into the reply at which the caller speaks: inside its first sentence, in "with" (1.26-1.50 s).
+CUT_AT = 1.3
 
 
 def _sentences(text: str) -> list[str]:
@@ -56,15 +56,17 @@ async def _greeted(emu: Emulator, phone: EmulatedCarrier, bot: object) -> float:
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("carrier", CARRIERS)
 async def test_a_barge_in_keeps_the_words_the_carrier_played(
-    emulator: Emulator, carrier: str, provider: str
+    emulator: Emulator, carrier: str, provider: str, spans: InMemorySpanExporter
 ) -> None:
     emulator.config.realtime_factor = emulator.config.kitta.realtime_factor = 2.0  # generating while it plays
+    traced = (carrier, provider) == ("twilio", "nineninesix")  # the span: once is enough
     async with phone_call(
         emulator,
         carrier=carrier,
         provider=provider,
         replies={"go": REPLY, "wait": "Okay."},
         utterances={"1": "go", "2": "wait"},
+        tracing=traced,
     ) as (bot, phone):
         greeting = await _greeted(emulator, phone, bot)
         await phone.say("1")
@@ -97,13 +99,22 @@ async def test_a_barge_in_keeps_the_words_the_carrier_played(
     for m in returned:
         mark = bot.call.book.find(m.name)
         assert mark is not None and mark.state == "cleared", (m, mark)
-    assert bot.call.cleared_echoes == sum(m.returned_by_clear for m in phone.marks)
+    # (an echo that crossed the clear on the wire counts as cleared too: docs/telephony.md)
+    assert bot.call.cleared_echoes >= sum(m.returned_by_clear for m in phone.marks)
     assert record.heard_s is not None and record.heard_s <= position + 0.001
     assert not phone.errors, phone.errors
 
-    # the usage ledger's heard figure comes from the same position
-    heard = max(bot.usage, key=lambda u: u.characters_sent)  # the reply's
-    assert abs(heard.characters_heard - len(kept.strip()) - 1) <= 1, (heard.characters_heard, kept)
+    # the usage ledger's heard figure comes from the same position, and so does the span's
+    reply = max(bot.usage, key=lambda u: u.characters_sent)
+    assert abs(reply.characters_heard - len(kept.strip()) - 1) <= 1, (reply.characters_heard, kept)
+    if traced:
+        greeted, cut = (attrs(s) for s in named(spans, "tts")[:2])  # the greeting's, then the reply's
+        assert greeted["ttsbridge.heard_source"] == "carrier" and greeted["ttsbridge.playback"] == "played"
+        assert greeted["ttsbridge.characters_heard"] == len(GREETING)
+        assert cut["ttsbridge.heard_source"] == "carrier" and cut["ttsbridge.playback"] == "interrupted"
+        assert cut["ttsbridge.heard_audio_s"] == pytest.approx(record.heard_s, abs=1e-3)
+        assert cut["ttsbridge.characters_heard"] == reply.characters_heard < reply.characters_sent
+        assert cut["tts.interrupted"] is True
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -200,34 +211,3 @@ async def test_a_carrier_that_never_echoes_gets_the_estimate_and_a_bounded_wait(
     assert phone.hangup is not None
     assert _last_sound_s(phone.unplayed_pcm(), phone.rate) == 0.0, phone.hangup
 
-
-async def test_the_span_says_what_the_carrier_played(emulator: Emulator, spans: InMemorySpanExporter) -> None:
-    emulator.config.realtime_factor = 2.0
-    async with phone_call(
-        emulator,
-        carrier="twilio",
-        provider="nineninesix",
-        replies={"go": REPLY, "wait": "Okay."},
-        utterances={"1": "go", "2": "wait"},
-        tracing=True,
-    ) as (bot, phone):
-        greeting = await _greeted(emulator, phone, bot)
-        await phone.say("1")
-        await phone.wait_played(greeting + CUT_AT)
-        await phone.press("2")
-        await phone.wait_until(lambda: any(c.dropped_s > 0 for c in phone.clears))
-        await phone.press("#")
-        await phone.wait_until(lambda: len(bot.llm.seen) == 2)
-        await phone.hang_up()
-
-    assert bot.call is not None
-    by_chars = {u.characters_sent: u for u in bot.usage}
-    played, cut = (attrs(s) for s in named(spans, "tts")[:2])  # the greeting's, then the reply's
-    assert played["ttsbridge.heard_source"] == "carrier" and played["ttsbridge.playback"] == "played"
-    assert played["ttsbridge.characters_heard"] == by_chars[len(GREETING)].characters_heard == len(GREETING)
-    record = next(h for h in bot.call.heard if h.outcome == "interrupted")
-    assert cut["ttsbridge.heard_source"] == "carrier" and cut["ttsbridge.playback"] == "interrupted"
-    assert cut["ttsbridge.heard_audio_s"] == pytest.approx(record.heard_s, abs=1e-3)
-    reply = max(bot.usage, key=lambda u: u.characters_sent)
-    assert cut["ttsbridge.characters_heard"] == reply.characters_heard < reply.characters_sent
-    assert cut["tts.interrupted"] is True

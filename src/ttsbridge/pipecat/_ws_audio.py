@@ -88,7 +88,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: The carrier call this service speaks on, when its serializer is a ``PlaybackAcks`` (docs/telephony.md):
     #: looked up once, at the first audio.
     _phone: ServicePlayback | None = None
-    _phone_looked_up: bool = False
+    _phone_worker: object = None
 
     # -- audio --------------------------------------------------------------------------------------------
 
@@ -285,14 +285,14 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
 
     def _playback(self) -> ServicePlayback | None:
         """The call's playback side, if this service's pipeline serializes through a ``PlaybackAcks``."""
-        if not self._phone_looked_up:
-            self._phone_looked_up = True
-            try:
-                call = call_of(self.pipeline_worker)
-            except Exception:  # not set up by a pipeline worker (a bare test harness)
-                call = None
-            if call is not None:
-                self._phone = ServicePlayback(self, call, super().push_frame)
+        try:
+            worker = self.pipeline_worker
+        except Exception:  # not set up by a pipeline worker (a bare test harness)
+            return None
+        if worker is not self._phone_worker:  # looked up once per pipeline this service runs in
+            self._phone_worker = worker
+            call = call_of(worker)
+            self._phone = ServicePlayback(self, call, super().push_frame) if call is not None else None
         return self._phone
 
     async def push_frame(self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM) -> None:

@@ -37,6 +37,7 @@ import contextlib
 import json
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -271,10 +272,10 @@ class CallPlayback:
         self._waiters: set[asyncio.Future[None]] = set()
         self._interruptions = 0
         self._clears = 0
-        #: each drain, in order (tests and logs)
-        self.drains: list[DrainOutcome] = []
-        #: each reply's heard text, in the order their playback ended
-        self.heard: list[ReplyHeard] = []
+        #: each drain, in order (tests and logs; the last 64)
+        self.drains: deque[DrainOutcome] = deque(maxlen=64)
+        #: each reply's heard text, in the order their playback ended (the last 256)
+        self.heard: deque[ReplyHeard] = deque(maxlen=256)
         #: echoes of marks a clear had already resolved (never counted as played)
         self.cleared_echoes = 0
 
@@ -350,36 +351,42 @@ class CallPlayback:
     async def drain(self) -> DrainOutcome:
         """Wait until every mark out has come back (the last reply's final mark among them), bounded by the
         audio still unplayed plus :attr:`PlaybackBook.margin_s`; a barge-in, a ``clear`` or the end of the
-        stream ends the wait at once."""
+        stream ends the wait at once. On a call where no mark was ever placed (another TTS service), the
+        bound is all there is to wait for."""
+        book = self.book
         since = self.now()
-        interruptions, clears, lost = self._interruptions, self._clears, self.book.lost
+        interruptions, clears, lost = self._interruptions, self._clears, book.lost
         bound: float | None = None
-        first = True
+        waited = False
+        ran_out = False  # the wait ran into its bound (marks lost, or no mark to wait for)
         while True:
             now = self.now()
-            self.book.expire(now)
-            deadline = self.book.drain_deadline(since)
+            book.expire(now)
+            deadline = book.drain_deadline(since)
+            if deadline is None and not book.emitted and book.play_end > since:
+                deadline = book.play_end + book.margin_s  # no mark: the audio sent plus the margin
+                ran_out = now >= deadline
             if deadline is not None:
                 bound = deadline - since
             reason: str | None = None
             if self._interruptions != interruptions:
                 reason = "barge-in"
-            elif self.book.ended:
+            elif book.ended:
                 reason = "hung-up"
             elif self._clears != clears:
                 reason = "cleared"
-            elif deadline is None:
-                # nothing out: all came back, or (the wait ran into the margin) the last ones were lost
-                reason = "idle" if first else ("played" if self.book.lost <= lost else "bound")
-            elif now >= deadline:
+            elif deadline is not None and now >= deadline:
                 reason = "bound"
+            elif deadline is None:
+                # nothing out: every mark came back, or the last ones were lost as the wait ran out
+                reason = "idle" if not waited else ("bound" if ran_out or book.lost > lost else "played")
             if reason is not None:
                 outcome = DrainOutcome(reason, since, now, bound)  # type: ignore[arg-type]
                 self.drains.append(outcome)
                 logger.debug(f"playback drain ({self.carrier}): {reason} after {outcome.waited_s:.3f} s")
                 return outcome
-            first = False
             assert deadline is not None
+            waited = True
             await self._wait(deadline - now)
 
 
@@ -557,6 +564,8 @@ class ServicePlayback:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._acked_seen = -1
+        self._lag_ns = 0
         call.subscribe(self._on_change)
 
     # -- marks
@@ -715,6 +724,11 @@ class ServicePlayback:
             self._wake.set()
 
     def _on_change(self) -> None:
+        acked = self._book.acked_pts
+        if acked is not None and acked > self._acked_seen:
+            # how far playback at the carrier runs behind the PTS it stands for (the largest seen)
+            self._acked_seen = acked
+            self._lag_ns = max(self._lag_ns, self._now_pts() - acked)
         if self._wake is not None:
             self._wake.set()
 
@@ -740,18 +754,22 @@ class ServicePlayback:
         if self._held:
             now = self._now_pts()
             first = min(int(f.pts or 0) for f, _ in self._held)
-            times.append((first + self._margin_ns() - now) / 1e9)
+            times.append((first + self._margin_ns() + self._lag_ns - now) / 1e9)
         expiry = self._book.next_expiry()
         if expiry is not None:
             times.append(expiry - self.call.now())
         return max(0.0, min(times)) + 0.001 if times else None
 
     def _threshold(self) -> int:
-        """Held frames with a PTS up to this have played: up to the last echo, or held past the margin (a
-        mark lost)."""
-        threshold = self._now_pts() - self._margin_ns()
-        acked = self._book.acked_pts
-        return max(threshold, acked + _TOL_NS) if acked is not None else threshold
+        """Held frames with a PTS up to this go on: up to the last echo; up to a mark given up as lost (the
+        estimate stands for its words); and, for a frame no mark covers, once it is older than the carrier's
+        lag seen so far plus the margin."""
+        book = self._book
+        threshold = self._now_pts() - self._margin_ns() - self._lag_ns
+        for pts in (book.acked_pts, book.lost_pts):
+            if pts is not None:
+                threshold = max(threshold, pts + _TOL_NS)
+        return threshold
 
     async def _release(self, upto_pts: int | None = None) -> None:
         """Push the held frames that have played (see :meth:`_threshold`; ``upto_pts``: those up to it), all
@@ -843,6 +861,8 @@ class ServicePlayback:
         now_pts: int | None = None,
     ) -> None:
         reply.resolved = True
+        if self._replies.get(reply.context_id) is reply:
+            del self._replies[reply.context_id]
         now = self._now_pts() if now_pts is None else now_pts
         if upto_pts is None:
             acked = self._book.acked_pts

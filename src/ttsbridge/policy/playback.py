@@ -118,8 +118,9 @@ class PlaybackBook:
     #: marks echoed as played / lost so far
     played: int = 0
     lost: int = 0
-    #: the furthest adapter time (PTS) an echoed mark stands for
+    #: the furthest adapter time (PTS) an echoed mark stands for, and one a lost mark stood for
     acked_pts: int | None = None
+    lost_pts: int | None = None
     _marks: dict[str, PlaybackMark] = field(default_factory=dict)
     _open: list[PlaybackMark] = field(default_factory=list)  # emitted or sent, in order
     _count: int = 0
@@ -147,6 +148,11 @@ class PlaybackBook:
     def silent(self) -> bool:
         """Marks were lost and none was ever echoed: this carrier (or this transport) does not echo."""
         return self.lost > 0 and self.played == 0
+
+    @property
+    def emitted(self) -> int:
+        """Marks placed on this call so far."""
+        return self._count
 
     def open_marks(self) -> Iterator[PlaybackMark]:
         return iter(list(self._open))
@@ -260,6 +266,8 @@ class PlaybackBook:
             self._resolve(mark, "lost")
             mark.reply.lost = True
             self.lost += 1
+            if mark.pts is not None:
+                self.lost_pts = mark.pts if self.lost_pts is None else max(self.lost_pts, mark.pts)
         return out
 
     def next_expiry(self) -> float | None:
