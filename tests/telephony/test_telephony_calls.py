@@ -211,3 +211,25 @@ async def test_a_carrier_that_never_echoes_gets_the_estimate_and_a_bounded_wait(
     assert phone.hangup is not None
     assert _last_sound_s(phone.unplayed_pcm(), phone.rate) == 0.0, phone.hangup
 
+
+@pytest.mark.parametrize(("carrier", "provider"), [("telnyx", "nineninesix")])
+async def test_the_caller_hanging_up_ends_the_drain_at_once(
+    emulator: Emulator, carrier: str, provider: str
+) -> None:
+    async with phone_call(
+        emulator,
+        carrier=carrier,
+        provider=provider,
+        replies={"bye": GOODBYE},
+        utterances={"1": "bye"},
+        end_after=frozenset({"bye"}),
+    ) as (bot, phone):
+        await phone.say("1")
+        await phone.wait_until(lambda: phone.received_s > 0)
+        await phone.wait_played(phone.played_s() + 0.3)
+        await phone.hang_up()  # `stop`, then the socket closes
+
+    assert bot.call is not None
+    assert bot.call.drains[0].reason == "hung-up", bot.call.drains
+    drain = bot.call.drains[0]
+    assert drain.bound_s is not None and drain.waited_s < drain.bound_s
