@@ -237,7 +237,8 @@ class ReplyHeard:
     ``text``: the words that went to the LLM context (the word frames released), ``estimate``: the words
     Pipecat's push-time estimate would have put there at the same moment (their PTS had passed);
     ``heard_s``: the position used (s of the reply's audio; None: the estimate was used); ``source``:
-    ``"carrier"`` or ``"estimate"``; ``outcome``: ``"played"``, ``"interrupted"``, ``"hung-up"``, ``"ended"``."""
+    ``"carrier"`` or ``"estimate"``; ``outcome``: ``"played"``, ``"interrupted"``, ``"hung-up"``, ``"ended"``
+    (an ``EndFrame`` before the carrier said so), ``"cancelled"`` (a ``CancelFrame``)."""
 
     context_id: str
     text: str
@@ -695,7 +696,9 @@ class ServicePlayback:
         if isinstance(frame, EndFrame):
             await self.before_end()
             return False
-        if isinstance(frame, CancelFrame):
+        if isinstance(frame, CancelFrame):  # now: no drain; what was heard so far is what the carrier said
+            self._held.clear()
+            await self._end_all("cancelled", acks=True)
             self.close()
             return False
         service = self._service
@@ -820,12 +823,18 @@ class ServicePlayback:
         held, self._held = self._held, []
         for frame, direction in held:
             await self._push(frame, direction)
-        outcome_name = "hung-up" if outcome.reason == "hung-up" else "ended"
+        await self._end_all(
+            "hung-up" if outcome.reason == "hung-up" else "ended", acks=outcome.reason != "bound"
+        )
+        self.close()
+
+    async def _end_all(self, outcome: str, *, acks: bool) -> None:
+        """The call is over for this service: end every reply's playback with what is known (the last echo
+        with ``acks``, else the estimate)."""
         for reply in list(self._replies.values()):
             if not reply.resolved:
-                acked = reply.playback.acked and outcome.reason != "bound"
-                await self._resolve(reply, outcome_name, heard_s=reply.playback.heard_s if acked else None)
-        self.close()
+                acked = acks and reply.playback.acked
+                await self._resolve(reply, outcome, heard_s=reply.playback.heard_s if acked else None)
 
     def close(self) -> None:
         self._closed = True
