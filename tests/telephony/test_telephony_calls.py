@@ -205,9 +205,10 @@ async def test_a_carrier_that_never_echoes_gets_the_estimate_and_a_bounded_wait(
     assert record.source == "estimate" and record.heard_s is None
     assert " ".join(kept.split()) == " ".join(record.estimate.split()), (kept, record)
     # the hang-up waited for the bound (the audio unplayed plus the margin), no longer, and the goodbye played
-    drain = bot.call.drains[-2]  # the TTS's; the serializer's own follows, with nothing left out
+    drain = bot.call.drains[0]  # the TTS's, holding the EndFrame; the serializer's follows, nothing left out
     assert drain.reason == "bound" and drain.bound_s is not None, bot.call.drains
-    assert drain.waited_s <= drain.bound_s + 0.25, drain
+    assert drain.waited_s <= drain.bound_s + 0.5, drain  # (the slack: the event loop waking up late)
+    assert [d.reason for d in bot.call.drains][1:] == ["idle"], bot.call.drains
     assert phone.hangup is not None
     assert _last_sound_s(phone.unplayed_pcm(), phone.rate) == 0.0, phone.hangup
 
