@@ -131,6 +131,7 @@ class CachedTurn(Turn):
             audio_seconds=self._pos / 2 / self.sample_rate,
             ended=None if ended is None else TurnEnd(ended),
             characters_cached=len(self._entry.text),
+            characters_written=self.characters_written,
         )
 
 
@@ -266,6 +267,13 @@ class RecordingTurn(Turn):
 
     def note_heard(self, chars: int) -> None:
         self._inner.note_heard(chars)
+
+    @property
+    def characters_written(self) -> int:
+        return self._inner.characters_written
+
+    def note_written(self, chars: int) -> None:
+        self._inner.note_written(chars)
 
     @property
     def wire_format(self) -> str:

@@ -15,6 +15,7 @@ from livekit.agents.types import NotGivenOr
 from livekit.agents.utils import is_given
 
 from ttsbridge.livekit._tts import TurnTTS
+from ttsbridge.text import TextNormalizer
 from ttsbridge.turns import OptionsT, TurnProvider
 
 __all__ = ["DEFAULT_SAMPLE_RATE", "PluginTTS", "given"]
@@ -41,6 +42,7 @@ class PluginTTS(TurnTTS, Generic[OptionsT]):
         word_timestamps: bool,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer],
         text_pacing: tts.SentenceStreamPacer | bool,
+        normalize_text: bool | TextNormalizer = True,
     ) -> None:
         super().__init__(
             turn_provider=provider,
@@ -52,6 +54,7 @@ class PluginTTS(TurnTTS, Generic[OptionsT]):
             text_pacing=text_pacing,
             logger=self.plugin_logger,
             secrets=(key,),
+            normalize_text=normalize_text,
         )
         self._provider_impl: TurnProvider[OptionsT] = provider
         self._base_url = base_url

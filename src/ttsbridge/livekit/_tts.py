@@ -19,6 +19,7 @@ from ttsbridge.livekit._chunked import TurnChunkedStream
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._stream import TurnSynthesizeStream
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate
+from ttsbridge.text import TextNormalizer, normalizer_from
 from ttsbridge.turns import TurnProvider
 
 __all__ = ["TurnTTS"]
@@ -54,6 +55,9 @@ class TurnTTS(StreamOwner):
         chars_per_second: the initial speaking rate for word timing, before any audio was measured.
         logger: where to log (the plugin's ``livekit.plugins.<name>`` logger).
         secrets: strings to mask from every error text and log line (the API key).
+        normalize_text: send the text in its spoken form (``True``, the default; a
+            :class:`~ttsbridge.text.TextNormalizer` of your own) or as written (``False``). The aligned
+            transcript keeps the LLM's own words either way (docs/text.md).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class TurnTTS(StreamOwner):
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         logger: logging.Logger | None = None,
         secrets: tuple[str, ...] = (),
+        normalize_text: bool | TextNormalizer = True,
     ) -> None:
         if (
             isinstance(sample_rate, bool)
@@ -77,6 +82,7 @@ class TurnTTS(StreamOwner):
         ):
             raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
         stream_pacer = _stream_pacer(text_pacing)
+        self._normalizer = normalizer_from(normalize_text)
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
             sample_rate=sample_rate,
@@ -158,6 +164,7 @@ class TurnTTS(StreamOwner):
         self._prewarm_task = loop.create_task(self._prewarm(), name=f"{type(self).__name__}.prewarm")
 
     async def _prewarm(self) -> None:
+        self._warm_normalizer()
         try:
             await self._turn_provider.prewarm(sample_rate=self.sample_rate)
         except asyncio.CancelledError:

@@ -9,7 +9,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from loguru import logger
@@ -21,6 +21,7 @@ from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
 from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import WordClock
+from ttsbridge.text import StreamNormalizer
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
 
@@ -49,6 +50,8 @@ class _TurnState:
     hold: asyncio.Future[None] | None = None
     #: monotonic time of the first audio since the clock's time base (about Pipecat's word-timestamp base)
     first_audio_at: float | None = None
+    #: the turn's text normalizer: the LLM's pieces in, their spoken form out (ttsbridge.text)
+    text: StreamNormalizer = field(default_factory=lambda: StreamNormalizer(None))
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()

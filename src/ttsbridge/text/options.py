@@ -21,3 +21,6 @@ class TextOptions:
     dates: bool = True
     numbers: bool = True
     acronyms: bool = True
+    #: Text sent exactly as written, whatever the rules say (a regex; None: none): by default ``[[...]]``
+    #: directives (the emulator's in-band faults, docs/emulator.md), which are neither spoken nor billed.
+    verbatim: str | None = r"\[\[[^\[\]\n]*\]\]"

@@ -105,6 +105,9 @@ class Rules:
         self.options = options
         rules: list[Rule] = []
         o = options
+        if o.verbatim:
+            verbatim = re.compile(o.verbatim)
+            rules.append(lambda text: (Edit(m.start(), m.end(), m.group(), "verbatim") for m in verbatim.finditer(text)))
         if o.markdown:
             from ttsbridge.text.markdown import markdown_edits
 
@@ -144,7 +147,7 @@ class Rules:
         rules: list[Rule] = list(self._rules)
         if first is not None:
             pre = list(first)
-            rules.insert(1 if self.options.markdown else 0, lambda _t: iter(pre))
+            rules.insert(bool(self.options.verbatim) + bool(self.options.markdown), lambda _t: iter(pre))
         for rule in rules:
             for edit in rule(text):
                 if edit.end > edit.start and claims.take(edit.start, edit.end):

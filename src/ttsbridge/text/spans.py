@@ -85,6 +85,13 @@ class Normalized:
         """True when any span was rewritten."""
         return any(s.rewritten for s in self.spans)
 
+    @property
+    def sendable(self) -> str:
+        """The spoken text to send: empty when a rewrite left nothing but whitespace (an emoji alone); text
+        nothing rewrote goes out as it is."""
+        spoken = self.spoken
+        return spoken if spoken.strip() or not self.rewritten else ""
+
     def written_for(self, spoken_chars: int) -> int:
         """How much of the written text the first ``spoken_chars`` characters of the spoken text stand for: an
         unchanged span counts character by character, a rewritten one only once it is all there."""

@@ -14,6 +14,7 @@ from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
+from ttsbridge.text import TextNormalizer
 
 from .log import logger
 from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
@@ -47,6 +48,7 @@ class TTS(PluginTTS[KittaOptions]):
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
         text_pacing: tts.SentenceStreamPacer | bool = False,
+        normalize_text: bool | TextNormalizer = True,
         client_options: dict[str, Any] | None = None,
         phrase_cache: PhraseCache | None = None,
     ) -> None:
@@ -67,6 +69,10 @@ class TTS(PluginTTS[KittaOptions]):
             tokenizer: sentence tokenizer for ``stream()``; default blingfire.
             text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
+            normalize_text: send the text in its spoken form ("$1,234.50" as "one thousand two hundred
+                thirty-four dollars and fifty cents": ``True``, the default, or a ``ttsbridge.text.TextNormalizer``
+                with a language, a lexicon...) or as written (``False``); transcripts keep the LLM's words
+                (docs/text.md).
             client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
                 ``event_timeout``, ``standby_max_age``, ``limits``, the liveness checks ``ping_interval``,
                 ``ping_after_silence``, ``pong_timeout``: see ``KittaClient``...).
@@ -91,7 +97,9 @@ class TTS(PluginTTS[KittaOptions]):
             **provider_kwargs,
             **extra,
         )
-        super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
+        super().__init__(
+            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, normalize_text
+        )
 
     def update_options(
         self,

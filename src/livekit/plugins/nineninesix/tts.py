@@ -14,6 +14,7 @@ from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 from ttsbridge.nineninesix.client import resolve_api_key
+from ttsbridge.text import TextNormalizer
 
 from .log import logger
 from .models import (
@@ -57,6 +58,7 @@ class TTS(PluginTTS[NineninesixOptions]):
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
         text_pacing: tts.SentenceStreamPacer | bool = False,
+        normalize_text: bool | TextNormalizer = True,
         client_options: dict[str, Any] | None = None,
         phrase_cache: PhraseCache | None = None,
     ) -> None:
@@ -83,6 +85,10 @@ class TTS(PluginTTS[NineninesixOptions]):
             tokenizer: sentence tokenizer for ``stream()``; default blingfire, as LiveKit's plugins.
             text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
+            normalize_text: send the text in its spoken form ("$1,234.50" as "one thousand two hundred
+                thirty-four dollars and fifty cents": ``True``, the default, or a ``ttsbridge.text.TextNormalizer``
+                with a language, a lexicon...) or as written (``False``); transcripts keep the LLM's words
+                (docs/text.md).
             client_options: advanced WebSocket client settings (``connect_timeout``, ``cancel_timeout``,
                 ``receive_timeout``, ``max_idle``, ``cancel_ack``, and the liveness checks ``ping_interval``,
                 ``ping_after_silence``, ``pong_timeout``: see ``NineninesixClient``).
@@ -108,7 +114,9 @@ class TTS(PluginTTS[NineninesixOptions]):
             phrase_cache=phrase_cache,
             **(client_options or {}),
         )
-        super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
+        super().__init__(
+            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, normalize_text
+        )
 
     def update_options(
         self,
