@@ -12,7 +12,7 @@ from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.words import WordClock
-from ttsbridge.text import Normalized
+from ttsbridge.text.spans import Normalized
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Synthesis
 

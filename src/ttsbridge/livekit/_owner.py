@@ -8,15 +8,19 @@ import cycle); :class:`~ttsbridge.livekit.TurnTTS` sets these attributes in its 
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from livekit.agents import tokenize, tts
 
 from ttsbridge._redact import redact
 from ttsbridge.livekit._usage import TurnUsageEvents
 from ttsbridge.policy.words import SpeechRate
-from ttsbridge.text import Normalized, StreamNormalizer, TextNormalizer
+from ttsbridge.text.spans import Normalized
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.turns import TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__ = ["StreamOwner"]
 

@@ -8,15 +8,17 @@ side, the typed ``options``, ``__repr__`` and applying an options change live he
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NotGivenOr
 from livekit.agents.utils import is_given
 
 from ttsbridge.livekit._tts import TurnTTS
-from ttsbridge.text import TextNormalizer
 from ttsbridge.turns import OptionsT, TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__ = ["DEFAULT_SAMPLE_RATE", "PluginTTS", "given"]
 

@@ -21,7 +21,7 @@ from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, supervi
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import TimedWord, WordClock
-from ttsbridge.text import Normalized
+from ttsbridge.text.spans import Normalized
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
@@ -19,8 +19,11 @@ from ttsbridge.livekit._chunked import TurnChunkedStream
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._stream import TurnSynthesizeStream
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate
-from ttsbridge.text import TextNormalizer, normalizer_from
+from ttsbridge.text import normalizer_from
 from ttsbridge.turns import TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__ = ["TurnTTS"]
 

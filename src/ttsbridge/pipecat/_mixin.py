@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from loguru import logger
 from pipecat.frames.frames import TTSStoppedFrame
@@ -45,9 +45,13 @@ from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
-from ttsbridge.text import StreamNormalizer, TextNormalizer, normalizer_from
+from ttsbridge.text import normalizer_from
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import PIPECAT_NAMES, TurnRecord
 from ttsbridge.turns import TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__: list[str] = []
 

@@ -20,7 +20,8 @@ from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ttsbridge.pipecat._ws_audio import _TurnAudioService, _TurnState
 from ttsbridge.policy.words import WordClock
-from ttsbridge.text import Normalized, StreamNormalizer
+from ttsbridge.text.spans import Normalized
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
 

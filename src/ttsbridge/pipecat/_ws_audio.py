@@ -21,7 +21,7 @@ from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
 from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import WordClock
-from ttsbridge.text import StreamNormalizer
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
 

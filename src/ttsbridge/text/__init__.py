@@ -4,20 +4,25 @@
 dates and times, units, acronyms; markdown and emoji out, curly quotes folded; a pronunciation
 :class:`Lexicon`) into a :class:`Normalized`: the :class:`Span`\\ s that map the LLM's text (``written``) to what
 is sent (``spoken``), each rewritten span a whole-word unit. :class:`StreamNormalizer` does it over the pieces
-an adapter sends. Importing this package is cheap: the rules and their libraries are imported on first use.
+an adapter sends.
 
-``split_sentences`` (the CLI's sentence splitter) lives here too.
+Importing this package costs next to nothing (the framework adapters import it): its names are loaded on
+first use, and the rules and their libraries (``num2words``, ``babel``, ``phonenumbers``, ``markdown-it-py``)
+on the first text that needs them. ``split_sentences`` (the CLI's sentence splitter) lives here too.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
+from typing import TYPE_CHECKING, Any
 
-from ttsbridge.text.lexicon import Lexicon, Pronunciation
-from ttsbridge.text.normalizer import DEFAULT_LANGUAGE, TextNormalizer, normalizer_from
-from ttsbridge.text.options import TextOptions
-from ttsbridge.text.spans import Normalized, Span
-from ttsbridge.text.stream import StreamNormalizer
+if TYPE_CHECKING:
+    from ttsbridge.text.lexicon import Lexicon, Pronunciation
+    from ttsbridge.text.normalizer import DEFAULT_LANGUAGE, TextNormalizer
+    from ttsbridge.text.options import TextOptions
+    from ttsbridge.text.spans import Normalized, Span
+    from ttsbridge.text.stream import StreamNormalizer
 
 __all__ = [
     "DEFAULT_LANGUAGE",
@@ -31,6 +36,42 @@ __all__ = [
     "normalizer_from",
     "split_sentences",
 ]
+
+_LAZY = {
+    "DEFAULT_LANGUAGE": "normalizer",
+    "Lexicon": "lexicon",
+    "Normalized": "spans",
+    "Pronunciation": "lexicon",
+    "Span": "spans",
+    "StreamNormalizer": "stream",
+    "TextNormalizer": "normalizer",
+    "TextOptions": "options",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def normalizer_from(value: Any) -> TextNormalizer | None:
+    """An adapter's ``normalize_text`` argument as a normalizer: True (the default one), False (None: off), or
+    a :class:`TextNormalizer`."""
+    from ttsbridge.errors import TTSInvalidOptionError
+    from ttsbridge.text.normalizer import TextNormalizer
+
+    if value is True:
+        return TextNormalizer()
+    if value is False or value is None:
+        return None
+    if isinstance(value, TextNormalizer):
+        return value
+    raise TTSInvalidOptionError("normalize_text", value, "True, False or a ttsbridge.text.TextNormalizer")
+
 
 # A sentence ends at . ! ? … (optionally followed by closing quotes/brackets) and whitespace.
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’)\]]*\s+")

@@ -166,6 +166,11 @@ class Speech:
         """The digits after the decimal point."""
         return self.digits(digits)
 
+    def fraction_of(self, numerator: int, denominator: int) -> str:
+        """A fraction ("3/4"): the numerator, then the denominator as an ordinal (plural when it is not one)."""
+        name = self.ordinal(denominator)
+        return f"{self.cardinal(numerator)} {name if numerator == 1 else name + 's'}"
+
     def number(self, value: Decimal, fraction_digits: str = "") -> str:
         """A number written with ``fraction_digits`` after its decimal point (as written: "2.50" keeps "50")."""
         sign = ""
@@ -215,6 +220,8 @@ class Speech:
             frac = f"{cents:02d}" if cents else ""
             return sign + self._with_name(self.number(Decimal(whole), frac), name, whole)
         conv = self._converter
+        if whole == 0 and cents:  # "$0.99": ninety-nine cents
+            return sign + f"{self._cents(conv, cents, code)} {conv.pluralize(cents, forms[1])}"
         major = self._money(conv, whole, code)
         out = self._with_name(major, conv.pluralize(whole, forms[0]), whole)
         if cents:
@@ -317,6 +324,11 @@ class English(Speech):
     def month_first(self) -> bool:
         return self.region in ("US", "PH", "CA", "")
 
+    def fraction_of(self, numerator: int, denominator: int) -> str:
+        names = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+        one, many = names.get(denominator, (self.ordinal(denominator), self.ordinal(denominator) + "s"))
+        return f"{self.cardinal(numerator)} {one if numerator == 1 else many}"
+
     def decade(self, n: int) -> str:
         words = self.year(n).split()
         last = words[-1]
@@ -383,6 +395,12 @@ class Spanish(Speech):
 
     def year(self, n: int) -> str:
         return self.cardinal(n)
+
+    def fraction_of(self, numerator: int, denominator: int) -> str:
+        names = {2: "medio", 3: "tercio"}
+        name = names.get(denominator) or self.ordinal(denominator)
+        num = "un" if numerator == 1 else _apocope(self.cardinal(numerator))
+        return f"{num} {name if numerator == 1 else name + 's'}"
 
     def fraction(self, digits: str) -> str:
         """Spanish reads the decimals as a number: "3,14" is "tres coma catorce", "3,05" "tres coma cero cinco"."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.text.lexicon import Lexicon, PhonemeMarkup
@@ -105,14 +105,3 @@ def _rules(language: str, options: TextOptions) -> Rules:
 
     return Rules(speech_for(language), options)
 
-
-def normalizer_from(value: Any) -> TextNormalizer | None:
-    """An adapter's ``normalize_text`` argument as a normalizer: True (the default one), False (None: off), or
-    a :class:`TextNormalizer`."""
-    if value is True:
-        return TextNormalizer()
-    if value is False or value is None:
-        return None
-    if isinstance(value, TextNormalizer):
-        return value
-    raise TTSInvalidOptionError("normalize_text", value, "True, False or a ttsbridge.text.TextNormalizer")

@@ -54,7 +54,8 @@ _PERCENT = re.compile(r"(?<![\w.,])(?P<sign>[-−+])?(?P<num>" + NUM + r")\s?%")
 _ORDINAL_EN = re.compile(r"(?<![\w.,])(?P<num>\d+)(?P<suf>st|nd|rd|th)\b")
 _ORDINAL_ES = re.compile(r"(?<![\w.,])(?P<num>\d+)\.?(?P<suf>º|ª|er|ro|ra|do|da|to|ta)(?![\w])")
 _YEAR = re.compile(r"(?<![\w.,$€£¥₹%-])(?P<y>1\d{3}|20\d\d)(?P<s>'?s)?(?![\w%]|[.,:]\d)")
-_NUMBER = re.compile(r"(?<![\w.,:/])(?P<sign>(?<![^\s(\[])[-−+])?(?P<num>" + NUM + r")(?![\w])")
+_NUMBER = re.compile(r"(?<![\w.,:/-])(?P<sign>(?<![^\s(\[])[-−+])?(?P<num>" + NUM + r")(?![\w]|[/:]\d)")
+_FRACTION = re.compile(r"(?<![\w.,:/-])(?P<n>\d{1,3})/(?P<d>\d{1,2})(?![\w/]|[.,]\d)")
 _ACRONYM = re.compile(r"(?<![\w'’&.-])(?P<w>[A-Z]{2,6})(?P<s>s)?(?![\w'’&]|\.\w)")
 _ROMAN = re.compile(r"^(?:X{0,3})(?:IX|IV|V?I{0,3})$")
 _AMPERSAND = re.compile(r"(?<=\w)&(?=\w)|(?<=\s)&(?=\s)")
@@ -121,15 +122,18 @@ class Rules:
             if o.urls:
                 rules.append(self._urls)
             if o.phones:
-                rules += [self._phones, self._digit_groups]
+                rules.append(self._phones)
             if o.dates:
                 rules.append(self._dates)
+            if o.phones:
+                rules.append(self._digit_groups)
             if o.numbers:
                 rules.append(self._ranges)
             if o.dates:
                 rules.append(self._times)
             if o.numbers:
-                rules += [self._currencies, self._percents, self._units, self._ordinals, self._years, self._hash, self._numbers]
+                rules += [self._currencies, self._percents, self._units, self._ordinals, self._years, self._hash]
+                rules += [self._fractions, self._numbers]
             if o.acronyms:
                 rules.append(self._acronyms)
             rules.append(self._symbols)
@@ -370,7 +374,7 @@ class Rules:
                     continue
                 spoken = speech.time(hour, minute, meridiem)
                 end = m.end()
-                if m.group().endswith(".") and (end == len(text) or text[end].isspace()) and meridiem:
+                if meridiem and m.group().endswith(".") and re.match(r"\s*(?:$|[A-Z])", text[end:]):
                     spoken += "."  # "5 p.m." ending a sentence keeps its period
                 yield Edit(m.start(), end, spoken, "time")
 
@@ -480,6 +484,16 @@ class Rules:
                 continue
             spoken = speech.decade(y) if m.group("s") else speech.year(y)
             yield Edit(m.start(), m.end(), spoken, "year")
+
+    def _fractions(self, text: str) -> Iterator[Edit]:
+        if "/" not in text:
+            return
+        speech = self.speech
+        assert speech is not None
+        for m in _FRACTION.finditer(text):
+            n, d = int(m.group("n")), int(m.group("d"))
+            if d > 1:
+                yield Edit(m.start(), m.end(), speech.fraction_of(n, d), "number")
 
     def _numbers(self, text: str) -> Iterator[Edit]:
         speech = self.speech

@@ -15,7 +15,6 @@ construction: nothing is diffed after the fact.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 __all__ = ["TEXT", "Edit", "Normalized", "Span", "spans_from_edits"]
 
@@ -23,14 +22,31 @@ __all__ = ["TEXT", "Edit", "Normalized", "Span", "spans_from_edits"]
 TEXT = "text"
 
 
-@dataclass(frozen=True, slots=True)
 class Span:
     """A piece of the LLM's text (``written``) and what is sent in its place (``spoken``); ``kind`` names the
-    rule that rewrote it (``"currency"``, ``"phone"``, ``"markdown"``...; :data:`TEXT` when unchanged)."""
+    rule that rewrote it (``"currency"``, ``"phone"``, ``"markdown"``...; :data:`TEXT` when unchanged).
+    (A plain class, not a dataclass: the adapters import this module, and it costs nothing to import.)"""
 
-    written: str
-    spoken: str
-    kind: str = TEXT
+    __slots__ = ("kind", "spoken", "written")
+
+    def __init__(self, written: str, spoken: str, kind: str = TEXT) -> None:
+        self.written = written
+        self.spoken = spoken
+        self.kind = kind
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Span)
+            and other.written == self.written
+            and other.spoken == self.spoken
+            and other.kind == self.kind
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.written, self.spoken, self.kind))
+
+    def __repr__(self) -> str:
+        return f"Span({self.written!r}, {self.spoken!r}, {self.kind!r})"
 
     @property
     def rewritten(self) -> bool:
@@ -38,14 +54,19 @@ class Span:
         return self.written != self.spoken
 
 
-@dataclass(frozen=True, slots=True)
 class Edit:
     """One rewrite a rule found: ``written[start:end]`` is spoken as ``spoken``."""
 
-    start: int
-    end: int
-    spoken: str
-    kind: str
+    __slots__ = ("end", "kind", "spoken", "start")
+
+    def __init__(self, start: int, end: int, spoken: str, kind: str) -> None:
+        self.start = start
+        self.end = end
+        self.spoken = spoken
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"Edit({self.start}, {self.end}, {self.spoken!r}, {self.kind!r})"
 
 
 class Normalized:

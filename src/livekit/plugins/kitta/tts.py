@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
@@ -14,10 +14,12 @@ from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
-from ttsbridge.text import TextNormalizer
 
 from .log import logger
 from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream

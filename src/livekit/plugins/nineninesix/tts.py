@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from livekit.agents import tokenize, tts, utils
@@ -14,7 +14,6 @@ from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 from ttsbridge.nineninesix.client import resolve_api_key
-from ttsbridge.text import TextNormalizer
 
 from .log import logger
 from .models import (
@@ -25,6 +24,9 @@ from .models import (
     TTSModels,
     TTSWireSampleRate,
 )
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
