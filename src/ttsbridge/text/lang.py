@@ -219,27 +219,25 @@ class Speech:
             name = get_currency_name(code, count=amount if cents else whole, locale=self.locale)
             frac = f"{cents:02d}" if cents else ""
             return sign + self._with_name(self.number(Decimal(whole), frac), name, whole)
-        conv = self._converter
+        sep = self.words["and_money"]
+        try:  # num2words' own reading (gender, "un"/"una", plurals); its ", zero cents" dropped
+            raw = num2words(
+                Decimal(whole) + Decimal(cents) / 100, lang=self.language, to="currency", currency=code,
+                separator=f" {sep}",
+            )
+        except Exception:
+            return sign + self._with_name(self.number(Decimal(whole)), code, whole)
+        major, found, minor = raw.rpartition(f" {sep} ")
+        if not found:
+            major, minor = raw, ""
+        major, minor = self._money_words(self._tidy(major)), self._tidy(minor)
         if whole == 0 and cents:  # "$0.99": ninety-nine cents
-            return sign + f"{self._cents(conv, cents, code)} {conv.pluralize(cents, forms[1])}"
-        major = self._money(conv, whole, code)
-        out = self._with_name(major, conv.pluralize(whole, forms[0]), whole)
-        if cents:
-            minor = self._cents(conv, cents, code)
-            out += f" {self.words['and_money']} {minor} {conv.pluralize(cents, forms[1])}"
-        return sign + out
+            return sign + minor
+        return sign + (f"{major} {sep} {minor}" if cents else major)
 
-    def _money(self, conv: object, n: int, code: str) -> str:
-        try:
-            return self._tidy(str(conv._money_verbose(n, code)))  # type: ignore[attr-defined]
-        except Exception:
-            return self.cardinal(n)
-
-    def _cents(self, conv: object, n: int, code: str) -> str:
-        try:
-            return self._tidy(str(conv._cents_verbose(n, code)))  # type: ignore[attr-defined]
-        except Exception:
-            return self.cardinal(n)
+    def _money_words(self, major: str) -> str:
+        """The amount and name of the major unit as the language says it (a hook)."""
+        return major
 
     def _with_name(self, number: str, name: str, whole: int) -> str:
         return f"{number} {name}"
@@ -420,6 +418,9 @@ class Spanish(Speech):
         if whole and re.search(r"(millón|millones)$", number):
             return f"{number} de {name}"
         return f"{number} {name}"
+
+    def _money_words(self, major: str) -> str:
+        return re.sub(r"\b(millón|millones) (?!de )(\S+)$", r"\1 de \2", major)
 
     def date(self, year: int | None, month: int, day: int) -> str:
         d = "primero" if day == 1 else self.cardinal(day)

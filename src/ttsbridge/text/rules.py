@@ -56,7 +56,9 @@ _ORDINAL_ES = re.compile(r"(?<![\w.,])(?P<num>\d+)\.?(?P<suf>º|ª|er|ro|ra|do|d
 _YEAR = re.compile(r"(?<![\w.,$€£¥₹%-])(?P<y>1\d{3}|20\d\d)(?P<s>'?s)?(?![\w%]|[.,:]\d)")
 _NUMBER = re.compile(r"(?<![\w.,:/-])(?P<sign>(?<![^\s(\[])[-−+])?(?P<num>" + NUM + r")(?![\w]|[/:]\d)")
 _FRACTION = re.compile(r"(?<![\w.,:/-])(?P<n>\d{1,3})/(?P<d>\d{1,2})(?![\w/]|[.,]\d)")
-_ACRONYM = re.compile(r"(?<![\w'’&.-])(?P<w>[A-Z]{2,6})(?P<s>s)?(?![\w'’&]|\.\w)")
+_ACRONYM = re.compile(r"(?<![\w'’&.-])(?P<w>[A-Z]{2,6})(?P<s>s)?(?![\w'’&-]|\.\w)")
+#: Three all-capitals words in a row: shouting, not acronyms.
+_SHOUTING = re.compile(r"\b[A-Z]{2,}\b\W+\b[A-Z]{2,}\b\W+\b[A-Z]{2,}\b")
 _ROMAN = re.compile(r"^(?:X{0,3})(?:IX|IV|V?I{0,3})$")
 _AMPERSAND = re.compile(r"(?<=\w)&(?=\w)|(?<=\s)&(?=\s)")
 _HASH_NUMBER = re.compile(r"(?<![\w#&])#(?P<num>\d+)\b")
@@ -509,8 +511,7 @@ class Rules:
             yield Edit(m.start(), m.end(), spoken, "number")
 
     def _acronyms(self, text: str) -> Iterator[Edit]:
-        letters = [c for c in text if c.isalpha()]
-        if letters and sum(c.isupper() for c in letters) > 0.6 * len(letters) and len(letters) > 8:
+        if _SHOUTING.search(text):
             return  # shouting, not acronyms
         speech = self.speech
         assert speech is not None

@@ -62,13 +62,20 @@ def _last_space(text: str) -> int:
 
 
 def _numberish_before(text: str, cut: int) -> int:
-    """Move ``cut`` (a word start) back over the number-like words before it ("+1 (415) 555 " + "0134")."""
+    """Move ``cut`` (a word start) back over the number-like words before it ("+1 (415) 555 " + "0134"), and
+    one short word before those, which a rule may read with them ("May 5", "by 12/05", "USD 12")."""
+    held_number = _NUMBERISH.fullmatch(text[cut:].split(None, 1)[0]) if text[cut:].strip() else None
     while cut > 0:
         body = text[:cut].rstrip()
         start = _last_space(body) + 1
         word = body[start:]
-        if not word or word[-1] in _CLOSING or not _NUMBERISH.fullmatch(word):
+        if not word or word[-1] in _CLOSING:
             break
+        if not _NUMBERISH.fullmatch(word):
+            if held_number and word.isalpha() and len(word) <= 9:
+                cut = start
+            break
+        held_number = True
         cut = start
     return cut
 
