@@ -64,6 +64,6 @@ def test_complete_until() -> None:
     assert complete_until("I have 5, ") == 10
     assert complete_until("I have 5 ") == 2
     assert complete_until("word") == 4
-    assert complete_until("the $") == 4
+    assert complete_until("the $") == 0
     assert complete_until("API") == 0
     assert complete_until("") == 0
