@@ -3,11 +3,28 @@ pure property test and the adapters' (Pipecat, LiveKit) property tests."""
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import strategies as st
 
 from ttsbridge.text import Lexicon, TextNormalizer
 
-WORDS = ["sure", "your", "order", "is", "ready", "and", "we", "will", "call", "you", "Thanks", "the", "total", "today"]
+WORDS = [
+    "sure",
+    "your",
+    "order",
+    "is",
+    "ready",
+    "and",
+    "we",
+    "will",
+    "call",
+    "you",
+    "Thanks",
+    "the",
+    "total",
+    "today",
+]
 
 #: The lexicon the replies use (its word is one of the classes).
 LEXICON = {"Nineninesix": "nine nine six"}
@@ -25,28 +42,40 @@ ITEMS: dict[str, st.SearchStrategy[str]] = {
     "word": st.sampled_from(WORDS),
     "cardinal": st.one_of(_n(0, 99).map(str), _n(1000, 9_999_999).map(lambda n: f"{n:,}")),
     "decimal": st.builds(lambda a, b: f"{a}.{b}", _n(0, 99), _n(1, 99)),
-    "ordinal": _n(1, 40).map(lambda n: f"{n}{'th' if 10 < n % 100 < 14 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"),
+    "ordinal": _n(1, 40).map(
+        lambda n: f"{n}{'th' if 10 < n % 100 < 14 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+    ),
     "currency": st.one_of(
         st.builds(lambda a, c: f"${a:,}.{c:02d}", _n(1, 99_999), _n(0, 99)),
         _n(1, 500).map(lambda a: f"€{a}"),
         st.builds(lambda a, code: f"{code} {a}", _n(2, 90), st.sampled_from(["USD", "EUR", "GBP"])),
         _n(2, 9).map(lambda a: f"${a} billion"),
     ),
-    "percent": st.one_of(_n(1, 99).map(lambda n: f"{n}%"), st.builds(lambda a, b: f"{a}.{b}%", _n(1, 9), _n(1, 9))),
+    "percent": st.one_of(
+        _n(1, 99).map(lambda n: f"{n}%"), st.builds(lambda a, b: f"{a}.{b}%", _n(1, 9), _n(1, 9))
+    ),
     "phone": st.one_of(
         _n(0, 99).map(lambda n: f"+1 (415) 555-01{n:02d}"),
         _n(0, 99).map(lambda n: f"(212) 555-01{n:02d}"),
         st.just("+44 20 7946 0958"),
     ),
-    "email": st.builds(lambda a, b: f"{a}@{b}.io", st.sampled_from(["help", "ana.b", "sales42"]), st.sampled_from(["acme", "shop"])),
+    "email": st.builds(
+        lambda a, b: f"{a}@{b}.io",
+        st.sampled_from(["help", "ana.b", "sales42"]),
+        st.sampled_from(["acme", "shop"]),
+    ),
     "url": st.sampled_from(["https://acme.io/docs", "www.example.com", "shop.example.com/o/42"]),
     "date": st.one_of(
         st.builds(lambda m, d: f"{m}/{d:02d}/2025", _n(1, 12), _n(1, 28)),
         st.builds(lambda d: f"May {d}th", _n(4, 20)),
         st.just("2025-12-05"),
     ),
-    "time": st.one_of(st.builds(lambda h, m: f"{h}:{m:02d} pm", _n(1, 12), _n(0, 59)), _n(1, 12).map(lambda h: f"{h}am")),
-    "unit": st.one_of(_n(1, 99).map(lambda n: f"{n} km"), st.builds(lambda a, b: f"{a}.{b} GB", _n(1, 9), _n(1, 9))),
+    "time": st.one_of(
+        st.builds(lambda h, m: f"{h}:{m:02d} pm", _n(1, 12), _n(0, 59)), _n(1, 12).map(lambda h: f"{h}am")
+    ),
+    "unit": st.one_of(
+        _n(1, 99).map(lambda n: f"{n} km"), st.builds(lambda a, b: f"{a}.{b} GB", _n(1, 9), _n(1, 9))
+    ),
     "year": _n(1950, 2030).map(lambda y: f"in {y}"),
     "range": st.one_of(st.builds(lambda a, b: f"{a}-{a + b}", _n(1, 50), _n(1, 50)), st.just("2019–2024")),
     "acronym": st.sampled_from(["API", "HTTP", "APIs", "SQL"]),
@@ -72,7 +101,9 @@ def replies(draw: st.DrawFn, *, min_items: int = 3, max_items: int = 14) -> str:
         if i < len(kinds) - 1:
             parts.append(draw(st.sampled_from([" ", " ", " ", ", ", ". "])))
     text = "".join(parts).strip()
-    return (text[0].upper() + text[1:] if text[0].islower() else text) + draw(st.sampled_from([".", "!", "?"]))
+    return (text[0].upper() + text[1:] if text[0].islower() else text) + draw(
+        st.sampled_from([".", "!", "?"])
+    )
 
 
 @st.composite
@@ -80,7 +111,7 @@ def tokens(draw: st.DrawFn, text: str) -> list[str]:
     """``text`` cut at random places into LLM tokens."""
     cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(text) - 1)), max_size=len(text) // 2))))
     bounds = [0, *cuts, len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def rewritten_ranges(text: str, norm: TextNormalizer | None = None) -> list[tuple[int, int]]:

@@ -63,7 +63,7 @@ CASES = {
     # markdown out, emoji out, curly quotes folded
     "**Bold** and *italic* and `code` and [a link](https://x.io).": "Bold and italic and code and a link.",
     "# Title\n\n- item one\n- item two\n": "Title\n\nitem one\nitem two\n",
-    "It’s the “best” 🎉 day!": "It's the \"best\"  day!",
+    "It’s the “best” 🎉 day!": 'It\'s the "best"  day!',
     # left alone
     "COVID-19, mp3, B2B, 4G, version 2.0.1, e.g. this.": "COVID-19, mp3, B2B, 4G, version 2.0.1, e.g. this.",
     "Hello there, how are you?": "Hello there, how are you?",

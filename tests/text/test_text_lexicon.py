@@ -58,7 +58,10 @@ def test_loaded_from_a_file(tmp_path: Path) -> None:
     path.write_text(
         json.dumps(
             {
-                "entries": [{"match": "Kitta", "say": "kit ah"}, {"match": r"\bQ(\d)\b", "say": r"quarter \1", "regex": True}],
+                "entries": [
+                    {"match": "Kitta", "say": "kit ah"},
+                    {"match": r"\bQ(\d)\b", "say": r"quarter \1", "regex": True},
+                ],
                 "voices": {"anna": {"Kitta": "kitty"}},
             }
         )

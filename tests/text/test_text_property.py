@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from replies import check_heard, normalizer, replies, tokens
 
+from replies import check_heard, normalizer, replies, tokens
 from ttsbridge.policy.coalesce import TokenCoalescer
 from ttsbridge.policy.word_units import spoken_weight
 from ttsbridge.policy.words import SpeechRate, TimedWord, WordClock
@@ -41,7 +41,11 @@ def pieces_of(toks: list[str], mode: str, max_chars: int) -> list[Normalized]:
     return [p for p in out if p]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(__import__("os").environ.get("N31", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     data=st.data(),
     text=replies(),
@@ -53,14 +57,23 @@ def pieces_of(toks: list[str], mode: str, max_chars: int) -> list[Normalized]:
     cut=st.floats(0.0, 1.2),
 )
 def test_heard_text_is_the_llms_own_prefix(
-    data: st.DataObject, text: str, mode: str, release: str, kitta: bool, max_chars: int, rate: float, cut: float
+    data: st.DataObject,
+    text: str,
+    mode: str,
+    release: str,
+    kitta: bool,
+    max_chars: int,
+    rate: float,
+    cut: float,
 ) -> None:
     toks = data.draw(tokens(text))
     pieces = pieces_of(toks, mode, max_chars)
     written = "".join(p.written for p in pieces)
     if mode == "clauses":
         assert written == text  # every character of the LLM's text, once, in order
-    clock = WordClock(SpeechRate(), release=release, pieces=kitta and release == "start", hold=release == "start")
+    clock = WordClock(
+        SpeechRate(), release=release, pieces=kitta and release == "start", hold=release == "start"
+    )
     # the spoken form each rewritten span ends at, in the (true) audio: weights at `rate`
     sends: list[tuple[str, float]] = []  # (spoken text sent, its audio seconds)
     span_ends: list[tuple[int, int, float]] = []  # (written start, end, true end of its audio)
@@ -110,3 +123,27 @@ def test_heard_text_is_the_llms_own_prefix(
         for a, b, end in span_ends:
             if b <= len(said):
                 assert end <= got + 1e-6, (written[a:b], end, got)  # every rewritten span kept was all played
+
+
+ALPHABET = st.sampled_from(
+    [*list("abcXYZ019 .,:;!?-–/$€£%@#&*_`[]()<>|~\n'\"’“”🎉é"), "km", "pm", "USD", "+1 ", "www.", "**"]
+)
+
+
+@settings(max_examples=int(__import__("os").environ.get("N31", 300)), deadline=None)
+@given(
+    text=st.lists(ALPHABET, max_size=40).map("".join), language=st.sampled_from(["en", "es", "en-GB", "fr"])
+)
+def test_any_text_maps_back_exactly(text: str, language: str) -> None:
+    """Whatever the text: no error, the written form is the text, each rewritten span is whole words."""
+    from ttsbridge.text import TextNormalizer
+
+    out = TextNormalizer(language=language).normalize(text)
+    assert out.written == text
+    at = 0
+    for span in out.spans:
+        if span.rewritten:
+            assert at == 0 or text[at - 1].isspace(), (text, span)
+            end = at + len(span.written)
+            assert end == len(text) or text[end].isspace(), (text, span)
+        at += len(span.written)

@@ -20,7 +20,13 @@ def test_a_number_cut_mid_token_waits_for_the_rest() -> None:
 
 def test_a_sentence_never_waits() -> None:
     stream = EN.stream()
-    for sentence in ["Hello there. ", "It costs $5. ", "Call +1 (415) 555-0134! ", "Meet at 3:30 pm, ", "ok? "]:
+    for sentence in [
+        "Hello there. ",
+        "It costs $5. ",
+        "Call +1 (415) 555-0134! ",
+        "Meet at 3:30 pm, ",
+        "ok? ",
+    ]:
         out = stream.push(sentence)
         assert out.written == sentence and stream.held == ""
 

@@ -69,7 +69,7 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
 
     def _known_phrase(self, text: str) -> list[Normalized]:
         stream = self._text_stream()
-        pieces = [stream.push(s + " ") for s in self._sentence_tokenizer.tokenize(text)]
+        pieces = [stream.push(s + " ", whole=True) for s in self._sentence_tokenizer.tokenize(text)]
         rest = stream.flush()
         if rest and pieces:
             pieces[-1] = pieces[-1] + rest

@@ -235,8 +235,8 @@ class _Attempt:
                 await self._send(opened, piece)
         else:  # each sentence in its spoken form (ttsbridge.text); what a cut number held goes at the end
             text = self.owner._text_stream()
-            async for ev in self.sentences:
-                await self._send(opened, text.push(ev.token + " "))
+            async for ev in self.sentences:  # (the tokenizer's sentences are whole)
+                await self._send(opened, text.push(ev.token + " ", whole=True))
             await self._send(opened, text.flush())
         await opened.end()
 

@@ -143,13 +143,14 @@ class TurnTTSService(_TurnAudioService):
         if state is None:
             # the spoken form first: a known phrase is looked up by it
             known, stream = self._phrase_known(), self._text_stream()
-            piece = stream.push(text) + (stream.flush() if known else Normalized())
+            piece = stream.push(text, whole=not self._is_streaming_tokens)
+            piece += stream.flush() if known else Normalized()
             state = await self._start_turn(context_id, stream, phrase=piece.spoken if known else None)
             if state is None:  # the turn could not be opened (reported)
                 yield None
                 return
-        else:
-            piece = state.text.push(text)
+        else:  # (a sentence is whole; a TOKEN-mode clause may end inside a number: "$1," + "234")
+            piece = state.text.push(text, whole=not self._is_streaming_tokens)
         state.touch()
         failure: Exception | None = None
         try:

@@ -126,7 +126,11 @@ class Speech:
             abbr = short.replace(one, "", 1).strip().replace("\u00a0", "")
             if abbr and abbr not in out and not abbr.isdigit():
                 out[abbr] = unit
-        for extra, unit in (("°C", "temperature-celsius"), ("°F", "temperature-fahrenheit"), ("kph", "speed-kilometer-per-hour")):
+        for extra, unit in (
+            ("°C", "temperature-celsius"),
+            ("°F", "temperature-fahrenheit"),
+            ("kph", "speed-kilometer-per-hour"),
+        ):
             out.setdefault(extra, unit)
         return out
 
@@ -222,7 +226,10 @@ class Speech:
         sep = self.words["and_money"]
         try:  # num2words' own reading (gender, "un"/"una", plurals); its ", zero cents" dropped
             raw = num2words(
-                Decimal(whole) + Decimal(cents) / 100, lang=self.language, to="currency", currency=code,
+                Decimal(whole) + Decimal(cents) / 100,
+                lang=self.language,
+                to="currency",
+                currency=code,
                 separator=f" {sep}",
             )
         except Exception:
@@ -388,7 +395,9 @@ class Spanish(Speech):
     def ordinal(self, n: int, *, feminine: bool = False) -> str:
         out = self._n2w(n, to="ordinal")
         if feminine:
-            out = " ".join(w[:-1] + "a" if w.endswith("o") else w + "a" if w.endswith("er") else w for w in out.split())
+            out = " ".join(
+                w[:-1] + "a" if w.endswith("o") else w + "a" if w.endswith("er") else w for w in out.split()
+            )
         return out
 
     def year(self, n: int) -> str:

@@ -60,7 +60,9 @@ class Pronunciation:
             try:
                 re.compile(self.match)
             except re.error as exc:
-                raise TTSInvalidOptionError("match", self.match, f"a valid regular expression ({exc})") from None
+                raise TTSInvalidOptionError(
+                    "match", self.match, f"a valid regular expression ({exc})"
+                ) from None
 
     @classmethod
     def of(cls, value: Pronunciation | Mapping[str, Any], voice: str | None = None) -> Pronunciation:
@@ -71,7 +73,9 @@ class Pronunciation:
         fields = dict(value)
         unknown = set(fields) - {"match", "say", "regex", "case_sensitive", "voice", "phonemes"}
         if unknown:
-            raise TTSInvalidOptionError("entry", sorted(unknown)[0], "match, say, regex, case_sensitive, voice, phonemes")
+            raise TTSInvalidOptionError(
+                "entry", sorted(unknown)[0], "match, say, regex, case_sensitive, voice, phonemes"
+            )
         if "match" not in fields or "say" not in fields:
             raise TTSInvalidOptionError("entry", value, "a mapping with 'match' and 'say'")
         if voice is not None:
@@ -97,7 +101,9 @@ class _Compiled:
         if self.exact:
             self.patterns.append((_alternation(self.exact, 0), self.exact.get))
         if self.words:
-            self.patterns.append((_alternation(self.words, re.IGNORECASE), lambda w: self.words.get(w.lower())))
+            self.patterns.append(
+                (_alternation(self.words, re.IGNORECASE), lambda w: self.words.get(w.lower()))
+            )
 
     def edits(self, text: str, markup: PhonemeMarkup | None) -> Iterator[Edit]:
         for pattern, find in self.patterns:
@@ -108,7 +114,9 @@ class _Compiled:
         for pattern, entry in self.regexes:
             for m in pattern.finditer(text):
                 if m.end() > m.start():
-                    yield Edit(m.start(), m.end(), _say(entry, m.group(), m.expand(entry.say), markup), "lexicon")
+                    yield Edit(
+                        m.start(), m.end(), _say(entry, m.group(), m.expand(entry.say), markup), "lexicon"
+                    )
 
 
 def _say(entry: Pronunciation, written: str, respelling: str, markup: PhonemeMarkup | None) -> str:
@@ -202,7 +210,9 @@ class Lexicon:
 
     # -- matching
 
-    def edits(self, text: str, voice: str | None = None, markup: PhonemeMarkup | None = None) -> Iterator[Edit]:
+    def edits(
+        self, text: str, voice: str | None = None, markup: PhonemeMarkup | None = None
+    ) -> Iterator[Edit]:
         """The rewrites of ``text`` for ``voice`` (its own entries first, then the global ones)."""
         if not self._entries:
             return iter(())

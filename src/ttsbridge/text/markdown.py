@@ -58,7 +58,9 @@ def markdown_edits(text: str) -> Iterator[Edit]:
 
 
 def _fallback(text: str) -> list[Edit]:
-    edits = [Edit(m.start(), m.end(), "", "markdown") for m in _LINE_MARKERS.finditer(text) if m.group().strip()]
+    edits = [
+        Edit(m.start(), m.end(), "", "markdown") for m in _LINE_MARKERS.finditer(text) if m.group().strip()
+    ]
     taken = {(e.start, e.end) for e in edits}
     for m in _STRAY.finditer(text):
         if not any(s < m.end() and m.start() < e for s, e in taken):
@@ -273,7 +275,11 @@ class _Walk:
             if i >= n:
                 raise _Lost(content)
             c = content[j]
-            if text[i] == "&" and (m := _ENTITY.match(text, i)) and content.startswith(html.unescape(m.group()), j):
+            if (
+                text[i] == "&"
+                and (m := _ENTITY.match(text, i))
+                and content.startswith(html.unescape(m.group()), j)
+            ):
                 decoded = html.unescape(m.group())
                 self.delete(i, m.end(), decoded)
                 i = m.end()

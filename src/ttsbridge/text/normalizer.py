@@ -80,9 +80,7 @@ class TextNormalizer:
         if not text:
             return Normalized()
         lexicon = self.lexicon
-        first: Iterator[Edit] | None = (
-            lexicon.edits(text, voice, self.phonemes) if len(lexicon) else None
-        )
+        first: Iterator[Edit] | None = lexicon.edits(text, voice, self.phonemes) if len(lexicon) else None
         if first is None and not _MAY_REWRITE.search(text):
             return Normalized.plain(text)
         rules = _rules(self.language_for(language), self.options)
@@ -95,7 +93,9 @@ class TextNormalizer:
     def warm(self, language: str | None = None) -> None:
         """Import and build what the first text of ``language`` will need, now (not on the first sentence)."""
         rules = _rules(self.language_for(language), self.options)
-        rules.edits("On 12/05/2025 at 3:30 pm, **pay** $1,234.50 (5%) for 2 km: call +1 (415) 555-0134, a@b.io.")
+        rules.edits(
+            "On 12/05/2025 at 3:30 pm, **pay** $1,234.50 (5%) for 2 km: call +1 (415) 555-0134, a@b.io."
+        )
 
 
 @functools.lru_cache(maxsize=16)
@@ -104,4 +104,3 @@ def _rules(language: str, options: TextOptions) -> Rules:
     from ttsbridge.text.rules import Rules
 
     return Rules(speech_for(language), options)
-

@@ -35,8 +35,8 @@ _MERIDIEM = r"(?P<mer>[aApP])\.?\s?[mM]\.?(?![\w])"
 
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 _URL = re.compile(
-    r"(?<![\w@/.])(?:(?:https?://|www\.)[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"
-    r"|[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.[a-z]{2,6}(?:/[^\s<>\"']*[^\s<>\"'.,;:!?)\]])?(?![\w@]))"
+    r"(?<![\w@/.])(?:(?:[hH][tT][tT][pP][sS]?://|[wW]{3}\.)[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"
+    r"|[a-zA-Z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.[a-z]{2,6}(?:/[^\s<>\"']*[^\s<>\"'.,;:!?)\]])?(?![\w@]))"
 )
 _DIGIT_GROUPS = re.compile(r"(?<![\w.,/+-])\d{2,5}(?:[-.]\d{2,5}){1,5}(?![\w]|[-.]\d)")
 _ISO_DATE = re.compile(r"(?<![\w/.-])(?P<y>\d{4})-(?P<a>\d{1,2})-(?P<b>\d{1,2})(?![\w/]|-\d)")
@@ -63,7 +63,18 @@ _ROMAN = re.compile(r"^(?:X{0,3})(?:IX|IV|V?I{0,3})$")
 _AMPERSAND = re.compile(r"(?<=\w)&(?=\w)|(?<=\s)&(?=\s)")
 _HASH_NUMBER = re.compile(r"(?<![\w#&])#(?P<num>\d+)\b")
 _QUOTES = re.compile(r"[‘’‚‛′“”„‟″]")
-_QUOTE_FOLD = {"‘": "'", "’": "'", "‚": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "‟": '"', "″": '"'}
+_QUOTE_FOLD = {
+    "‘": "'",
+    "’": "'",
+    "‚": "'",
+    "‛": "'",
+    "′": "'",
+    "“": '"',
+    "”": '"',
+    "„": '"',
+    "‟": '"',
+    "″": '"',
+}
 #: Emoji and pictographs, with their joiners, variation selectors, keycap marks and tag characters.
 _EMOJI = re.compile(
     "[\U0001f000-\U0001faff\U00002600-\U000027bf\U00002b00-\U00002bff\U0001f1e6-\U0001f1ff"
@@ -110,7 +121,11 @@ class Rules:
         o = options
         if o.verbatim:
             verbatim = re.compile(o.verbatim)
-            rules.append(lambda text: (Edit(m.start(), m.end(), m.group(), "verbatim") for m in verbatim.finditer(text)))
+            rules.append(
+                lambda text: (
+                    Edit(m.start(), m.end(), m.group(), "verbatim") for m in verbatim.finditer(text)
+                )
+            )
         if o.markdown:
             from ttsbridge.text.markdown import markdown_edits
 
@@ -134,7 +149,14 @@ class Rules:
             if o.dates:
                 rules.append(self._times)
             if o.numbers:
-                rules += [self._currencies, self._percents, self._units, self._ordinals, self._years, self._hash]
+                rules += [
+                    self._currencies,
+                    self._percents,
+                    self._units,
+                    self._ordinals,
+                    self._years,
+                    self._hash,
+                ]
                 rules += [self._fractions, self._numbers]
             if o.acronyms:
                 rules.append(self._acronyms)
@@ -182,9 +204,7 @@ class Rules:
             r"(?<![\w$])(?P<neg>[-−])?(?P<sym>" + syms + r")\s?(?P<num>" + NUM + r")"
             r"(?:\s?(?P<mag>" + _MAG + r")(?![\w]))?"
         )
-        post = re.compile(
-            r"(?<![\w.,])(?P<neg>[-−])?(?P<num>" + NUM + r")\s?(?P<sym>" + syms + r")(?![\w$])"
-        )
+        post = re.compile(r"(?<![\w.,])(?P<neg>[-−])?(?P<num>" + NUM + r")\s?(?P<sym>" + syms + r")(?![\w$])")
         iso = re.compile(
             r"(?<![\w.,])(?:(?P<code>[A-Z]{3})\s?(?P<num>" + NUM + r")(?:\s?(?P<mag>" + _MAG + r")(?![\w]))?"
             r"|(?P<num2>" + NUM + r")(?:\s?(?P<mag2>" + _MAG + r"))?\s(?P<code2>[A-Z]{3}))(?![\w])"
@@ -202,18 +222,28 @@ class Rules:
         if speech.language == "es":
             return [
                 re.compile(
-                    r"(?<![\w])(?P<d>\d{1,2})\s+de\s+(?P<mon>" + months + r")(?:\s+(?:de|del)\s+(?P<y>\d{4}))?(?![\w])",
+                    r"(?<![\w])(?P<d>\d{1,2})\s+de\s+(?P<mon>"
+                    + months
+                    + r")(?:\s+(?:de|del)\s+(?P<y>\d{4}))?(?![\w])",
                     re.IGNORECASE,
                 )
             ]
         suffix = r"(?:st|nd|rd|th)?"
         return [
             re.compile(
-                r"(?<![\w])(?P<mon>" + months + r")\.?\s+(?P<d>\d{1,2})" + suffix + r"(?:,?\s+(?P<y>\d{4}))?(?![\w])",
+                r"(?<![\w])(?P<mon>"
+                + months
+                + r")\.?\s+(?P<d>\d{1,2})"
+                + suffix
+                + r"(?:,?\s+(?P<y>\d{4}))?(?![\w])",
                 re.IGNORECASE,
             ),
             re.compile(
-                r"(?<![\w])(?P<d>\d{1,2})" + suffix + r"\s+(?:of\s+)?(?P<mon>" + months + r")\.?(?:,?\s+(?P<y>\d{4}))?(?![\w])",
+                r"(?<![\w])(?P<d>\d{1,2})"
+                + suffix
+                + r"\s+(?:of\s+)?(?P<mon>"
+                + months
+                + r")\.?(?:,?\s+(?P<y>\d{4}))?(?![\w])",
                 re.IGNORECASE,
             ),
         ]
@@ -235,8 +265,13 @@ class Rules:
         value, fraction = parsed
         digits = written.replace(speech.group_symbol, "").replace(",", "").replace(".", "")
         grouped = any(c in written for c in ".,") and not fraction
-        if not fraction and not grouped and (
-            (len(written) > 1 and written.startswith("0")) or (len(digits) >= 7 and not written.endswith("000"))
+        if (
+            not fraction
+            and not grouped
+            and (
+                (len(written) > 1 and written.startswith("0"))
+                or (len(digits) >= 7 and not written.endswith("000"))
+            )
         ):
             return value, speech.digits(written)  # a code or an id: digit by digit
         if abs(value) >= Decimal(10) ** 15:
@@ -258,13 +293,15 @@ class Rules:
             return
         for m in _URL.finditer(text):
             url = m.group()
-            rest = re.sub(r"^https?://", "", url)
+            rest = re.sub(r"^https?://", "", url, flags=re.IGNORECASE)
             rest = re.split(r"[?#]", rest, maxsplit=1)[0].rstrip("/")
             host, _, path = rest.partition("/")
             spoken = self._read_domain(host, www=True)
             if path:
                 spoken += " " + " ".join(
-                    f"{self.speech.symbol('/')} {self._read_address(p)}" for p in path.split("/") if p  # type: ignore[union-attr]
+                    f"{self.speech.symbol('/')} {self._read_address(p)}"
+                    for p in path.split("/")
+                    if p  # type: ignore[union-attr]
                 )
             yield Edit(m.start(), m.end(), spoken, "url")
 
@@ -301,15 +338,23 @@ class Rules:
             return
         speech = self.speech
         assert speech is not None
-        for match in phonenumbers.PhoneNumberMatcher(text, speech.region, leniency=phonenumbers.Leniency.VALID):
+        fmt = phonenumbers.PhoneNumberFormat
+        for match in phonenumbers.PhoneNumberMatcher(
+            text, speech.region, leniency=phonenumbers.Leniency.VALID
+        ):
             raw = match.raw_string
             groups = re.findall(r"\d+", raw)
-            if len(groups) == 1:  # written without separators: group as the country writes it
-                fmt = phonenumbers.PhoneNumberFormat
-                shown = phonenumbers.format_number(
+            shown = re.findall(
+                r"\d+",
+                phonenumbers.format_number(
                     match.number, fmt.INTERNATIONAL if raw.startswith("+") else fmt.NATIONAL
-                )
-                groups = re.findall(r"\d+", shown)
+                ),
+            )
+            if len(groups) == 1:  # written without separators: group as the country writes it
+                groups = shown
+            elif not _coarsens(groups, shown):
+                continue  # grouped unlike a phone number of that country ("2019–2024 40"): not one
+
             spoken = ", ".join(speech.digits(g) for g in groups)
             if raw.startswith("+"):
                 spoken = f"{speech.words['plus']} {spoken}"
@@ -342,7 +387,11 @@ class Rules:
                 continue  # "1/2" without a cue is a fraction, "3.5" a number
             a, b = int(m.group("a")), int(m.group("b"))
             month, day = (a, b) if speech.month_first() else (b, a)
-            year = None if y is None else int(y) + (2000 if len(y) == 2 and int(y) < 70 else 1900 if len(y) == 2 else 0)
+            year = (
+                None
+                if y is None
+                else int(y) + (2000 if len(y) == 2 and int(y) < 70 else 1900 if len(y) == 2 else 0)
+            )
             spoken = self._date(year, month, day)
             if spoken:
                 yield Edit(m.start(), m.end(), spoken, "date")
@@ -390,7 +439,12 @@ class Rules:
                 continue  # "555-0134": a number, not a range
             if m.group("tight") and len(da) + len(db) >= 7 and not (len(da) == len(db) == 4):
                 continue  # a code
-            if a.isdigit() and b.isdigit() and len(a) == len(b) == 4 and all(1000 <= int(x) <= 2099 for x in (a, b)):
+            if (
+                a.isdigit()
+                and b.isdigit()
+                and len(a) == len(b) == 4
+                and all(1000 <= int(x) <= 2099 for x in (a, b))
+            ):
                 spoken = f"{speech.year(int(a))} {speech.words['to']} {speech.year(int(b))}"
             else:
                 sym = re.match(r"[$€£¥₹]", a)
@@ -416,7 +470,9 @@ class Rules:
             code = m.group("code") or m.group("code2")
             if code not in codes:
                 continue
-            spoken = self._money(m.group("num") or m.group("num2"), code, m.group("mag") or m.group("mag2"), False)
+            spoken = self._money(
+                m.group("num") or m.group("num2"), code, m.group("mag") or m.group("mag2"), False
+            )
             if spoken:
                 yield Edit(m.start(), m.end(), spoken, "currency")
 
@@ -548,6 +604,19 @@ class Rules:
     def _emoji(text: str) -> Iterator[Edit]:
         for m in _EMOJI.finditer(text):
             yield Edit(m.start(), m.end(), "", "emoji")
+
+
+def _coarsens(groups: list[str], shown: list[str]) -> bool:
+    """Each of ``groups`` is one or more consecutive groups of ``shown`` (the number as its country writes
+    it): "415 5550134" coarsens "415 555 0134", "2019 2024 40" does not."""
+    want = list(shown)
+    for g in groups:
+        acc = ""
+        while want and len(acc) < len(g):
+            acc += want.pop(0)
+        if acc != g:
+            return False
+    return not want
 
 
 _CODES: frozenset[str] | None = None

@@ -10,8 +10,9 @@ is ever split across two requests:
 * a piece that ends in whitespace after a number-like word without closing punctuation (a clause cut at its
   length limit, in the middle of "+1 415 555 0134") holds that run of number-like words.
 
-A piece that ends a sentence or a clause (``. `` ``, `` ``! ``...) is never held: the first sentence never
-waits. :meth:`StreamNormalizer.flush` (the end of the turn) releases the rest.
+A piece that ends a sentence or a clause (``. `` ``, `` ``! ``...) is never held, nor is a piece the adapter
+knows is whole (a sentence its framework's aggregator released: ``push(text, whole=True)``): the first
+sentence never waits. :meth:`StreamNormalizer.flush` (the end of the turn) releases the rest.
 """
 
 from __future__ import annotations
@@ -97,12 +98,13 @@ class StreamNormalizer:
         """Text waiting for the next piece."""
         return self._held
 
-    def push(self, text: str) -> Normalized:
-        """A piece of the LLM's text: the part that is complete, normalized (may be empty)."""
+    def push(self, text: str, *, whole: bool = False) -> Normalized:
+        """A piece of the LLM's text: the part that is complete, normalized (may be empty). ``whole``: the
+        piece is known to end a unit (a sentence the framework's aggregator released), nothing is held."""
         if self._normalize is None:
             return Normalized.plain(text)
         buf = self._held + text
-        cut = complete_until(buf)
+        cut = len(buf) if whole else complete_until(buf)
         self._held = buf[cut:]
         return self._normalize(buf[:cut]) if cut else Normalized()
 
