@@ -11,6 +11,8 @@ tests/livekit/test_livekit_spoken.py.
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,7 +44,7 @@ def pieces_of(toks: list[str], mode: str, max_chars: int) -> list[Normalized]:
 
 
 @settings(
-    max_examples=int(__import__("os").environ.get("N31", 150)),
+    max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 150)),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -130,7 +132,7 @@ ALPHABET = st.sampled_from(
 )
 
 
-@settings(max_examples=int(__import__("os").environ.get("N31", 300)), deadline=None)
+@settings(max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 300)), deadline=None)
 @given(
     text=st.lists(ALPHABET, max_size=40).map("".join), language=st.sampled_from(["en", "es", "en-GB", "fr"])
 )
