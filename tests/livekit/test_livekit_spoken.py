@@ -2,11 +2,13 @@
 form, while the aligned transcript (word timing) and the chat history keep the LLM's own words.
 
 Properties: random replies from every class (tests/replies.py), pushed as random LLM tokens into
-``tts.stream()``, cut once a random amount of audio came: the words whose audio had played are a prefix of
-the LLM's text ending on a word boundary, never inside a rewritten span, whose last rewritten span had all
-been played (the tone voice: 60 ms per character of each transcript). And through an ``AgentSession`` (its
-transcript synchronizer, a real-time player, a barge-in at a random moment): the assistant message in the
-chat history holds the same. The Pipecat bugs of issue 31 as regressions on this side too.
+``tts.stream()``, cut once a random amount of audio came: the aligned words whose audio had played are a
+prefix of the LLM's text ending on a word boundary, never inside a rewritten span, whose last rewritten span
+had all been played (the tone voice: 60 ms per character of each transcript). And through an
+``AgentSession`` (its transcript synchronizer, a real-time player, a barge-in at a random moment): the
+assistant message in the chat history is a prefix of the LLM's own words (how LiveKit's synchronizer paces
+them within a rewritten span is its own: docs/text.md). The Pipecat bugs of issue 31 as regressions on this
+side too.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def unit_bounds(text: str, norm: TextNormalizer) -> list[tuple[int, int, int]]:
 
 def check_heard(heard: str, text: str, played: float, transcripts: list[str], norm: TextNormalizer) -> None:
     words, kept = text.split(), heard.split()
-    assert kept == words[: len(kept)], (heard, text)
+    assert kept == words[: len(kept)], (heard, text)  # the LLM's own words, a prefix, in order
     k, ends = len(kept), word_ends(transcripts)
     for first, end, spoken_words in unit_bounds(text, norm):
         assert not first < k < end, (heard, " ".join(words[first:end]))
@@ -145,7 +147,13 @@ async def _session_barge_in(provider: str, text: str, cut_s: float) -> None:
                 kept = (messages[-1].text_content or "") if messages else ""
         finally:
             await t.aclose()
-        check_heard(kept, text, seg.played, sent(emu), t.text_normalizer)
+        # LiveKit's synchronizer decides the history from our aligned words: the LLM's own words, a prefix in
+        # order; it re-splits a multi-word span into words and paces each by its syllables, so the history
+        # may end inside one, or hold a short rewritten word a little before its spoken form ended
+        # (docs/text.md, "LiveKit"): the unit checks are on the aligned transcript (above), which we control.
+        words = text.split()
+        assert kept.split() == words[: len(kept.split())], (kept, text)
+        assert seg.played > 0 or not kept  # nothing played, nothing kept
 
 
 SESSION = settings(PROPERTY, max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 2)))

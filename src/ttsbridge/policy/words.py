@@ -164,7 +164,8 @@ class WordClock:
         """Normalized text (:class:`ttsbridge.text.Span`\\ s): unchanged spans as :meth:`add_text`, each
         rewritten span one unit (its text the LLM's, its weight its spoken form's) released whole once its
         end is in the audio (also with ``release="start"``, where its time is its end: a rewritten span is
-        heard whole or not at all). ``piece=False``: nothing of it was sent (no piece of its own)."""
+        heard whole or not at all; its :class:`TimedWord` starts where it ends). ``piece=False``: nothing of it
+        was sent (no piece of its own)."""
         seg, any_text = self._seg, False
         for span in spans:
             any_text = True
@@ -377,8 +378,10 @@ class WordClock:
 
     def _emit(self, unit: _Unit, start: float, end: float) -> TimedWord:
         self._seg.next += 1
-        if unit.atomic and self._release == "start":
-            start = end  # a rewritten span is timed where it has all been played
+        if unit.atomic:
+            # a rewritten span is timed where it has all been played: Pipecat commits a word at its start,
+            # LiveKit's synchronizer counts a string's text as said between its start and end
+            start = end
         start = max(self._offset_s + start, self._last_start)
         if self._release == "end":
             start = max(start, self._last_end)
