@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -77,8 +78,11 @@ def cpu_per_char(norm: TextNormalizer, text: str, repeat: int) -> float:
 
 _CHILD = """
 import json, sys, time
+import ttsbridge  # (the package itself: the adapters import it anyway)
 t0 = time.perf_counter()
 import ttsbridge.text as T
+from ttsbridge.text.spans import Normalized
+from ttsbridge.text.stream import StreamNormalizer
 imported = time.perf_counter() - t0
 n = T.TextNormalizer()
 warmed = 0.0
@@ -94,20 +98,27 @@ print(json.dumps({"import": imported, "warm": warmed, "first": first, "spoken": 
 def first_text(mode: str, runs: int) -> dict[str, float]:
     """Medians (s) of a fresh process: import, warm() (mode "warm"), its first sentence."""
     got: dict[str, list[float]] = {"import": [], "warm": [], "first": []}
-    for _ in range(runs):
+    # bytecode cached as an installed package has it (a first run writes it; PYTHONDONTWRITEBYTECODE would
+    # make every child compile the sources)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for n in range(runs + 1):
         out = subprocess.run(
-            [sys.executable, "-c", _CHILD, mode, FIRST], capture_output=True, text=True, check=True
+            [sys.executable, "-c", _CHILD, mode, FIRST], capture_output=True, text=True, check=True, env=env
         ).stdout
+        if n == 0:
+            continue
         data = json.loads(out)
         for k in got:
             got[k].append(data[k])
     return {k: statistics.median(v) for k, v in got.items()}
 
 
-async def ttfa(provider: NineninesixTurnProvider, stream: StreamNormalizer) -> tuple[float, float]:
+async def ttfa(
+    provider: NineninesixTurnProvider, stream: StreamNormalizer, text: str = FIRST + " "
+) -> tuple[float, float]:
     """(time to first audio, of which normalizing the first sentence) of one turn opened as the adapters do."""
     t0 = time.perf_counter()
-    piece = stream.push(FIRST + " ", whole=True)
+    piece = stream.push(text, whole=True)
     normalized = time.perf_counter() - t0
     assert stream.held == ""  # the first sentence never waits
     turn = await provider.open_turn(sample_rate=24000)
@@ -124,7 +135,8 @@ async def ttfa(provider: NineninesixTurnProvider, stream: StreamNormalizer) -> t
 async def ttfa_ab(turns: int) -> dict[str, list[float]]:
     norm = TextNormalizer()
     norm.warm()
-    results: dict[str, list[float]] = {"off": [], "on": [], "normalize": []}
+    results: dict[str, list[float]] = {"off": [], "on": [], "spoken": [], "normalize": []}
+    spoken = norm.normalize(FIRST + " ").spoken  # (the same text, sent already spoken: the server's share)
     async with emulator_process() as base_url:
         emu = _Emu(base_url)
         provider = NineninesixTurnProvider(
@@ -136,8 +148,10 @@ async def ttfa_ab(turns: int) -> dict[str, list[float]]:
         for _ in range(turns):  # interleaved so drift hits both alike
             off, _ = await ttfa(provider, StreamNormalizer(None))
             on, spent = await ttfa(provider, norm.stream())
+            pre, _ = await ttfa(provider, StreamNormalizer(None), spoken)
             results["off"].append(off)
             results["on"].append(on)
+            results["spoken"].append(pre)
             results["normalize"].append(spent)
         await provider.aclose()
     return results
@@ -160,7 +174,7 @@ def main(turns: int, repeat: int) -> None:
         print(f"  {name:22} {cpu_per_char(norm, text, repeat):7.2f} us/char")
     print("2. the first text of a fresh process (median of 7)")
     cold, warm = first_text("cold", 7), first_text("warm", 7)
-    print(f"  import ttsbridge.text          {cold['import'] * 1000:7.2f} ms")
+    print(f"  import ttsbridge.text (adapters) {cold['import'] * 1000:5.2f} ms  (after ttsbridge itself)")
     print(
         f"  first sentence, nothing warmed {cold['first'] * 1000:7.2f} ms  (imports the rules and libraries)"
     )
@@ -170,11 +184,12 @@ def main(turns: int, repeat: int) -> None:
         f"3. time to first audio over loopback, {turns} turns each, interleaved (warm socket, warmed normalizer)"
     )
     r = asyncio.run(ttfa_ab(turns))
-    off, on = statistics.median(r["off"]) * 1000, statistics.median(r["on"]) * 1000
-    diffs = [(a - b) * 1000 for a, b in zip(r["on"], r["off"], strict=True)]
-    print(
-        f"  off {off:7.3f} ms   on {on:7.3f} ms   added (median of pairs) {statistics.median(diffs):+.3f} ms"
-    )
+    off, on, pre = (statistics.median(r[k]) * 1000 for k in ("off", "on", "spoken"))
+    diffs = [(a - b) * 1000 for a, b in zip(r["on"], r["spoken"], strict=True)]
+    print(f"  off (the LLM's text as written)         {off:7.3f} ms")
+    print(f"  on  (normalized, then sent)             {on:7.3f} ms")
+    print(f"  the spoken text sent as is (no work)    {pre:7.3f} ms  (a longer text: the server's share)")
+    print(f"  added by normalizing (on - as is, median of pairs) {statistics.median(diffs):+.3f} ms")
     print(
         f"  normalizing the first sentence: median {statistics.median(r['normalize']) * 1e6:.0f} us, p95 {p95(r['normalize']) * 1e6:.0f} us"
     )

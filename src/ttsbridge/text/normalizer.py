@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ttsbridge.errors import TTSInvalidOptionError
@@ -80,11 +79,11 @@ class TextNormalizer:
         if not text:
             return Normalized()
         lexicon = self.lexicon
-        first: Iterator[Edit] | None = lexicon.edits(text, voice, self.phonemes) if len(lexicon) else None
-        if first is None and not _MAY_REWRITE.search(text):
-            return Normalized.plain(text)
+        first: list[Edit] = list(lexicon.edits(text, voice, self.phonemes)) if len(lexicon) else []
+        if not first and not _MAY_REWRITE.search(text):
+            return Normalized.plain(text)  # nothing any rule could rewrite: no rule runs
         rules = _rules(self.language_for(language), self.options)
-        return spans_from_edits(text, rules.edits(text, first))
+        return spans_from_edits(text, rules.edits(text, iter(first) if first else None))
 
     def stream(self, *, voice: str | None = None, language: str | None = None) -> StreamNormalizer:
         """A :class:`~ttsbridge.text.StreamNormalizer` for one turn's pieces (see there)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ _URL = re.compile(
     r"(?<![\w@/.])(?:(?:[hH][tT][tT][pP][sS]?://|[wW]{3}\.)[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"
     r"|[a-zA-Z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.[a-z]{2,6}(?:/[^\s<>\"']*[^\s<>\"'.,;:!?)\]])?(?![\w@]))"
 )
+_PHONEISH = re.compile(r"[+(]?\d[\d \t().\-–]{5,}\d")
 _DIGIT_GROUPS = re.compile(r"(?<![\w.,/+-])\d{2,5}(?:[-.]\d{2,5}){1,5}(?![\w]|[-.]\d)")
 _ISO_DATE = re.compile(r"(?<![\w/.-])(?P<y>\d{4})-(?P<a>\d{1,2})-(?P<b>\d{1,2})(?![\w/]|-\d)")
 _NUMERIC_DATE = re.compile(
@@ -103,9 +105,17 @@ class _Claims:
         self._ends.insert(i, end)
         return True
 
-    def covers(self, start: int, end: int) -> bool:
+    def free(self, start: int, end: int) -> bool:
+        """``[start, end)`` overlaps no claim."""
         i = bisect.bisect_right(self._starts, start)
-        return bool(i) and self._ends[i - 1] >= end
+        if i and self._ends[i - 1] > start:
+            return False
+        return not (i < len(self._starts) and self._starts[i] < end)
+
+
+#: The claims of the ``Rules.edits`` call running in this thread (a rule skips what is taken before it
+#: computes a spoken form; ``say`` nests a call, which restores the outer one).
+_RUN = threading.local()
 
 
 Rule = Callable[[str], Iterator[Edit]]
@@ -176,12 +186,23 @@ class Rules:
         if first is not None:
             pre = list(first)
             rules.insert(bool(self.options.verbatim) + bool(self.options.markdown), lambda _t: iter(pre))
-        for rule in rules:
-            for edit in rule(text):
-                if edit.end > edit.start and claims.take(edit.start, edit.end):
-                    out.append(edit)
+        outer = getattr(_RUN, "claims", None)
+        _RUN.claims = claims
+        try:
+            for rule in rules:
+                for edit in rule(text):
+                    if edit.end > edit.start and claims.take(edit.start, edit.end):
+                        out.append(edit)
+        finally:
+            _RUN.claims = outer
         out.sort(key=lambda e: e.start)
         return out
+
+    @staticmethod
+    def _free(matches: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
+        """The matches that overlap nothing rewritten before (their spoken form is not computed for nothing)."""
+        claims: _Claims = _RUN.claims
+        return (m for m in matches if claims.free(m.start(), m.end()))
 
     def say(self, text: str) -> str:
         """``text`` (a part of a match: one side of a range) in its spoken form by every rule."""
@@ -283,7 +304,7 @@ class Rules:
     def _emails(self, text: str) -> Iterator[Edit]:
         if "@" not in text:
             return
-        for m in _EMAIL.finditer(text):
+        for m in self._free(_EMAIL.finditer(text)):
             local, domain = m.group().split("@", 1)
             spoken = f"{self._read_address(local)} {self.speech.symbol('@')} {self._read_domain(domain)}"  # type: ignore[union-attr]
             yield Edit(m.start(), m.end(), spoken, "email")
@@ -291,7 +312,7 @@ class Rules:
     def _urls(self, text: str) -> Iterator[Edit]:
         if "." not in text:
             return
-        for m in _URL.finditer(text):
+        for m in self._free(_URL.finditer(text)):
             url = m.group()
             rest = re.sub(r"^https?://", "", url, flags=re.IGNORECASE)
             rest = re.split(r"[?#]", rest, maxsplit=1)[0].rstrip("/")
@@ -334,8 +355,8 @@ class Rules:
         return f" {speech.symbol('.')} ".join(out)
 
     def _phones(self, text: str) -> Iterator[Edit]:
-        if sum(c.isdigit() for c in text) < 7:
-            return
+        if not any(sum(c.isdigit() for c in m.group()) >= 7 for m in _PHONEISH.finditer(text)):
+            return  # (libphonenumber's matcher is the costliest rule: only where a phone number may be)
         speech = self.speech
         assert speech is not None
         fmt = phonenumbers.PhoneNumberFormat
@@ -363,7 +384,7 @@ class Rules:
     def _digit_groups(self, text: str) -> Iterator[Edit]:
         speech = self.speech
         assert speech is not None
-        for m in _DIGIT_GROUPS.finditer(text):
+        for m in self._free(_DIGIT_GROUPS.finditer(text)):
             written = m.group()
             if sum(c.isdigit() for c in written) < 7:
                 continue
@@ -377,11 +398,11 @@ class Rules:
     def _dates(self, text: str) -> Iterator[Edit]:
         speech = self.speech
         assert speech is not None
-        for m in _ISO_DATE.finditer(text):
+        for m in self._free(_ISO_DATE.finditer(text)):
             spoken = self._date(int(m.group("y")), int(m.group("a")), int(m.group("b")))
             if spoken:
                 yield Edit(m.start(), m.end(), spoken, "date")
-        for m in _NUMERIC_DATE.finditer(text):
+        for m in self._free(_NUMERIC_DATE.finditer(text)):
             y = m.group("y")
             if y is None and (m.group("sep") != "/" or not self._cue_before(text, m.start())):
                 continue  # "1/2" without a cue is a fraction, "3.5" a number
@@ -396,7 +417,7 @@ class Rules:
             if spoken:
                 yield Edit(m.start(), m.end(), spoken, "date")
         for pattern in self._month_res:
-            for m in pattern.finditer(text):
+            for m in self._free(pattern.finditer(text)):
                 month = speech.month_numbers.get(m.group("mon").lower().rstrip("."))
                 y = m.group("y")
                 spoken = self._date(int(y) if y else None, month or 0, int(m.group("d")))
@@ -416,7 +437,7 @@ class Rules:
         speech = self.speech
         assert speech is not None
         for pattern in (_TIME, _HOUR):
-            for m in pattern.finditer(text):
+            for m in self._free(pattern.finditer(text)):
                 mer = m.group("mer")
                 meridiem = None if mer is None else ("am" if mer in "aA" else "pm")
                 hour = int(m.group("h"))
@@ -432,7 +453,7 @@ class Rules:
     def _ranges(self, text: str) -> Iterator[Edit]:
         speech = self.speech
         assert speech is not None
-        for m in _RANGE.finditer(text):
+        for m in self._free(_RANGE.finditer(text)):
             a, b = m.group("a"), m.group("b")
             da, db = re.sub(r"\D", "", a), re.sub(r"\D", "", b)
             if len(db) > 1 and db.startswith("0") and ":" not in b:
@@ -458,7 +479,7 @@ class Rules:
         assert speech is not None
         pre, post, iso = self._currency_re
         for pattern in (pre, post):
-            for m in pattern.finditer(text):
+            for m in self._free(pattern.finditer(text)):
                 code = speech.currency_symbols.get(m.group("sym"))
                 spoken = self._money(m.group("num"), code, m.groupdict().get("mag"), bool(m.group("neg")))
                 if spoken:
@@ -466,7 +487,7 @@ class Rules:
         if not re.search(r"[A-Z]{3}", text):
             return
         codes = _currency_codes()
-        for m in iso.finditer(text):
+        for m in self._free(iso.finditer(text)):
             code = m.group("code") or m.group("code2")
             if code not in codes:
                 continue
@@ -497,7 +518,7 @@ class Rules:
             return
         speech = self.speech
         assert speech is not None
-        for m in _PERCENT.finditer(text):
+        for m in self._free(_PERCENT.finditer(text)):
             said = self._spoken_number(m.group("num"))
             if said is None:
                 continue
@@ -510,7 +531,7 @@ class Rules:
     def _units(self, text: str) -> Iterator[Edit]:
         speech = self.speech
         assert speech is not None
-        for m in self._unit_re.finditer(text):
+        for m in self._free(self._unit_re.finditer(text)):
             abbr = m.group("unit")
             if m.group("sp") and speech.glued_only(abbr):
                 continue
@@ -523,7 +544,7 @@ class Rules:
         speech = self.speech
         assert speech is not None
         pattern = _ORDINAL_ES if speech.language == "es" else _ORDINAL_EN
-        for m in pattern.finditer(text):
+        for m in self._free(pattern.finditer(text)):
             n = int(m.group("num"))
             suf = m.group("suf")
             feminine = suf in ("ª", "ra", "da", "ta")
@@ -535,7 +556,7 @@ class Rules:
     def _years(self, text: str) -> Iterator[Edit]:
         speech = self.speech
         assert speech is not None
-        for m in _YEAR.finditer(text):
+        for m in self._free(_YEAR.finditer(text)):
             y = int(m.group("y"))
             cued = self._cue_before(text, m.start())
             if not (1900 <= y <= 2099 or (cued and y >= 1000)) and not m.group("s"):
@@ -548,7 +569,7 @@ class Rules:
             return
         speech = self.speech
         assert speech is not None
-        for m in _FRACTION.finditer(text):
+        for m in self._free(_FRACTION.finditer(text)):
             n, d = int(m.group("n")), int(m.group("d"))
             if d > 1:
                 yield Edit(m.start(), m.end(), speech.fraction_of(n, d), "number")
@@ -556,7 +577,7 @@ class Rules:
     def _numbers(self, text: str) -> Iterator[Edit]:
         speech = self.speech
         assert speech is not None
-        for m in _NUMBER.finditer(text):
+        for m in self._free(_NUMBER.finditer(text)):
             said = self._spoken_number(m.group("num"))
             if said is None:
                 continue
@@ -571,7 +592,7 @@ class Rules:
             return  # shouting, not acronyms
         speech = self.speech
         assert speech is not None
-        for m in _ACRONYM.finditer(text):
+        for m in self._free(_ACRONYM.finditer(text)):
             word = m.group("w")
             if _ROMAN.match(word) or word in speech.currency_symbols:
                 continue
@@ -581,7 +602,7 @@ class Rules:
         speech = self.speech
         assert speech is not None
         if "&" in text:
-            for m in _AMPERSAND.finditer(text):
+            for m in self._free(_AMPERSAND.finditer(text)):
                 glued = m.start() > 0 and not text[m.start() - 1].isspace()
                 word = speech.words["and"]
                 yield Edit(m.start(), m.end(), f" {word} " if glued else word, "symbol")
@@ -591,18 +612,16 @@ class Rules:
             return
         speech = self.speech
         assert speech is not None
-        for m in _HASH_NUMBER.finditer(text):
+        for m in self._free(_HASH_NUMBER.finditer(text)):
             n = speech.cardinal(int(m.group("num")))
             yield Edit(m.start(), m.end(), f"{speech.words['number']} {n}", "symbol")
 
-    @staticmethod
-    def _quotes(text: str) -> Iterator[Edit]:
-        for m in _QUOTES.finditer(text):
+    def _quotes(self, text: str) -> Iterator[Edit]:
+        for m in self._free(_QUOTES.finditer(text)):
             yield Edit(m.start(), m.end(), _QUOTE_FOLD[m.group()], "quotes")
 
-    @staticmethod
-    def _emoji(text: str) -> Iterator[Edit]:
-        for m in _EMOJI.finditer(text):
+    def _emoji(self, text: str) -> Iterator[Edit]:
+        for m in self._free(_EMOJI.finditer(text)):
             yield Edit(m.start(), m.end(), "", "emoji")
 
 

@@ -17,6 +17,7 @@ sentence never waits. :meth:`StreamNormalizer.flush` (the end of the turn) relea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -24,12 +25,19 @@ from ttsbridge.text.spans import Normalized
 
 __all__ = ["StreamNormalizer", "complete_until"]
 
-#: A word that no rule would read otherwise if more letters followed it.
-_PLAIN = re.compile(r"(?:[^\W\d_](?:[^\W\d_]|['\-](?=[^\W\d_]))*)?[.,!?;:…\"')\]]*")
-#: An all-capitals word (an acronym that may go on: "AP" + "Is").
-_CAPS = re.compile(r"[A-Z]{2,}")
-#: A word that may be part of a number read whole with what follows it: "+1", "(415)", "555", "$5", "12/05".
-_NUMBERISH = re.compile(r"[-+−(\[$€£¥₹#]*\(?\d[\d.,:/()\-–]*\)?|[$€£¥₹]|[A-Z]{3}")
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """(compiled on first use: the adapters import this module)"""
+    return (
+        # a word that no rule would read otherwise if more letters followed it
+        re.compile(r"(?:[^\W\d_](?:[^\W\d_]|['\-](?=[^\W\d_]))*)?[.,!?;:…\"')\]]*"),
+        # an all-capitals word (an acronym that may go on: "AP" + "Is")
+        re.compile(r"[A-Z]{2,}"),
+        # a word that may be part of a number read whole with what follows: "+1", "(415)", "555", "$5", "12/05"
+        re.compile(r"[-+−(\[$€£¥₹#]*\(?\d[\d.,:/()\-–]*\)?|[$€£¥₹]|[A-Z]{3}"),
+    )
+
 #: What closes a clause: a piece ending in it (and whitespace) is complete.
 _CLOSING = ".!?;:,…\"')]»”’"
 
@@ -38,11 +46,12 @@ def complete_until(text: str) -> int:
     """How much of ``text`` can be normalized now (the rest may go on in the next piece)."""
     if not text:
         return 0
+    plain, caps, numberish = _patterns()
     end = len(text)
     if not text[-1].isspace():
         cut = _last_space(text) + 1
         tail = text[cut:]
-        if _PLAIN.fullmatch(tail) and not _CAPS.search(tail):
+        if plain.fullmatch(tail) and not caps.search(tail):
             return end
         return _numberish_before(text, cut)
     body = text.rstrip()
@@ -50,7 +59,7 @@ def complete_until(text: str) -> int:
         return end
     cut = _last_space(body) + 1
     last = body[cut:]
-    if last[-1] in _CLOSING or not _NUMBERISH.fullmatch(last):
+    if last[-1] in _CLOSING or not numberish.fullmatch(last):
         return end
     return _numberish_before(text, cut)
 
@@ -65,14 +74,15 @@ def _last_space(text: str) -> int:
 def _numberish_before(text: str, cut: int) -> int:
     """Move ``cut`` (a word start) back over the number-like words before it ("+1 (415) 555 " + "0134"), and
     one short word before those, which a rule may read with them ("May 5", "by 12/05", "USD 12")."""
-    held_number = _NUMBERISH.fullmatch(text[cut:].split(None, 1)[0]) if text[cut:].strip() else None
+    numberish = _patterns()[2]
+    held_number = numberish.fullmatch(text[cut:].split(None, 1)[0]) if text[cut:].strip() else None
     while cut > 0:
         body = text[:cut].rstrip()
         start = _last_space(body) + 1
         word = body[start:]
         if not word or word[-1] in _CLOSING:
             break
-        if not _NUMBERISH.fullmatch(word):
+        if not numberish.fullmatch(word):
             if held_number and word.isalpha() and len(word) <= 9:
                 cut = start
             break
