@@ -131,3 +131,13 @@ def test_bad_arguments_are_refused_naming_the_field() -> None:
         TextNormalizer(language="")
     with pytest.raises(TTSInvalidOptionError, match="normalize_text"):
         normalizer_from("yes")
+
+
+def test_missing_libraries_are_named_when_the_normalizer_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ttsbridge.text
+    from ttsbridge.errors import TTSInvalidOptionError
+
+    monkeypatch.setattr(ttsbridge.text, "_LIBRARIES", ("num2words", "no_such_library_31"))
+    with pytest.raises(TTSInvalidOptionError, match=r"normalize_text.*ttsbridge\[text\].*no_such_library_31"):
+        ttsbridge.text.normalizer_from(True)
+    assert ttsbridge.text.normalizer_from(False) is None

@@ -14,6 +14,7 @@ on the first text that needs them. ``split_sentences`` (the CLI's sentence split
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -64,13 +65,23 @@ def normalizer_from(value: Any) -> TextNormalizer | None:
     from ttsbridge.errors import TTSInvalidOptionError
     from ttsbridge.text.normalizer import TextNormalizer
 
-    if value is True:
-        return TextNormalizer()
     if value is False or value is None:
         return None
-    if isinstance(value, TextNormalizer):
-        return value
-    raise TTSInvalidOptionError("normalize_text", value, "True, False or a ttsbridge.text.TextNormalizer")
+    if value is not True and not isinstance(value, TextNormalizer):
+        raise TTSInvalidOptionError("normalize_text", value, "True, False or a ttsbridge.text.TextNormalizer")
+    missing = [m for m in _LIBRARIES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise TTSInvalidOptionError(
+            "normalize_text",
+            value,
+            "False, or the libraries the normalizer needs: pip install 'ttsbridge[text]'",
+            hint=f"missing: {', '.join(missing)}",
+        )
+    return TextNormalizer() if value is True else value
+
+
+#: What the rules import (on first use): the ``text`` extra.
+_LIBRARIES = ("num2words", "babel", "phonenumbers", "markdown_it")
 
 
 # A sentence ends at . ! ? … (optionally followed by closing quotes/brackets) and whitespace.
