@@ -4,7 +4,10 @@ pure property test and the adapters' (Pipecat, LiveKit) property tests."""
 from __future__ import annotations
 
 import itertools
+import os
+from typing import Any
 
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from ttsbridge.text import Lexicon, TextNormalizer
@@ -25,6 +28,17 @@ WORDS = [
     "total",
     "today",
 ]
+
+#: The adapters' property tests: 5 derandomized examples each (the suite's run); TTSBRIDGE_TEXT_EXAMPLES=N runs
+#: N random ones instead (a deeper run).
+ADAPTER_PROPERTY = settings(
+    max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 5)),
+    derandomize=not os.environ.get("TTSBRIDGE_TEXT_EXAMPLES"),
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 #: The lexicon the replies use (its word is one of the classes).
 LEXICON = {"Nineninesix": "nine nine six"}
@@ -134,3 +148,39 @@ def check_heard(heard: str, text: str, ranges: list[tuple[int, int]]) -> None:
     assert p == 0 or p == len(text) or text[p].isspace() or text[p - 1].isspace(), (heard, text)
     for a, b in ranges:
         assert not a < p < b, (heard, text[a:b])
+
+
+def sent_transcripts(emu: Any) -> list[str]:
+    """The transcripts an emulator's provider was sent, in order (Nineninesix transcripts, Kitta segments)."""
+    ws = [m["transcript"] for _, m in emu.stats.messages if m.get("transcript", "").strip()]
+    return ws + list(emu.stats.kitta_segment_texts)
+
+
+def unit_bounds(text: str, norm: TextNormalizer) -> list[tuple[int, int, int]]:
+    """Each rewritten span of ``text`` as (first word, end word, spoken words up to its end)."""
+    out = norm.normalize(text)
+    at, bounds = 0, []
+    for span in out.spans:
+        end = at + len(span.written)
+        if span.rewritten:
+            first = len(text[:at].split())
+            spoken_words = len(out.spoken[: out.spoken_for(end)].split())
+            bounds.append((first, first + len(span.written.split()), spoken_words))
+        at = end
+    return bounds
+
+
+def check_kept(heard: str, text: str, played: float, transcripts: list[str], norm: TextNormalizer) -> None:
+    """What a framework kept as heard (words joined by spaces) against the LLM's ``text`` and the audio
+    ``played``: the LLM's own words, a prefix, in order; never ending inside a rewritten span; the last
+    rewritten span kept all played (the tone voice's true times, 60 ms per character of each transcript;
+    0.1 s of slack for the estimate between reported ends)."""
+    from heard import word_ends
+
+    words, kept = text.split(), heard.split()
+    assert kept == words[: len(kept)], (heard, text)
+    k, ends = len(kept), word_ends(transcripts)
+    for first, end, spoken_words in unit_bounds(text, norm):
+        assert not first < k < end, (heard, " ".join(words[first:end]))
+        if end <= k and 0 < spoken_words <= len(ends):
+            assert ends[spoken_words - 1][1] <= played + 0.1, (" ".join(words[first:end]), played)

@@ -17,49 +17,17 @@ import asyncio
 import os
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from livekit.agents.types import TimedString
 from lk_helpers import BOUND, FAST, pcm_of, run_stream, run_synthesize, timed_words
 from session_helpers import agent_session, make_provider_tts
 
-from heard import word_ends
-from replies import normalizer, replies, tokens
+from replies import ADAPTER_PROPERTY, check_kept, normalizer, replies, sent_transcripts, tokens
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
 from ttsbridge.text import TextNormalizer
 
 RATE = 24000
-
-
-def sent(emu: Emulator) -> list[str]:
-    """The transcripts the provider was sent, in order (Nineninesix transcripts, Kitta segments)."""
-    ws = [m["transcript"] for _, m in emu.stats.messages if m.get("transcript", "").strip()]
-    return ws + list(emu.stats.kitta_segment_texts)
-
-
-def unit_bounds(text: str, norm: TextNormalizer) -> list[tuple[int, int, int]]:
-    """Each rewritten span of ``text`` as (first word, end word, spoken words up to its end)."""
-    out = norm.normalize(text)
-    at, bounds = 0, []
-    for span in out.spans:
-        end = at + len(span.written)
-        if span.rewritten:
-            first = len(text[:at].split())
-            bounds.append(
-                (first, first + len(span.written.split()), len(out.spoken[: out.spoken_for(end)].split()))
-            )
-        at = end
-    return bounds
-
-
-def check_heard(heard: str, text: str, played: float, transcripts: list[str], norm: TextNormalizer) -> None:
-    words, kept = text.split(), heard.split()
-    assert kept == words[: len(kept)], (heard, text)  # the LLM's own words, a prefix, in order
-    k, ends = len(kept), word_ends(transcripts)
-    for first, end, spoken_words in unit_bounds(text, norm):
-        assert not first < k < end, (heard, " ".join(words[first:end]))
-        if end <= k and 0 < spoken_words <= len(ends):
-            assert ends[spoken_words - 1][1] <= played + 0.1, (" ".join(words[first:end]), played)
 
 
 def plugin(emu: Emulator, provider: str, **kw: Any) -> Any:
@@ -91,17 +59,7 @@ async def _cut_stream(provider: str, toks: list[str], cut_s: float) -> None:
         finally:
             await t.aclose()
         heard = "".join(w for w in words if w.end_time <= got + 1e-6)  # what had played at the cut
-        check_heard(heard, text, got, sent(emu), t.text_normalizer)
-
-
-PROPERTY = settings(
-    max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 5)),
-    derandomize=not os.environ.get("TTSBRIDGE_TEXT_EXAMPLES"),
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+        check_kept(heard, text, got, sent_transcripts(emu), t.text_normalizer)
 
 
 @st.composite
@@ -110,13 +68,13 @@ def cases(draw: st.DrawFn) -> tuple[list[str], float]:
     return draw(tokens(text)), draw(st.floats(0.2, 4.0))
 
 
-@PROPERTY
+@ADAPTER_PROPERTY
 @given(case=cases())
 def test_nineninesix_aligned_words_are_the_llms_at_any_cut(case: tuple[list[str], float]) -> None:
     asyncio.run(_cut_stream("nineninesix", *case))
 
 
-@PROPERTY
+@ADAPTER_PROPERTY
 @given(case=cases())
 def test_kitta_aligned_words_are_the_llms_at_any_cut(case: tuple[list[str], float]) -> None:
     asyncio.run(_cut_stream("kitta", *case))
@@ -156,7 +114,7 @@ async def _session_barge_in(provider: str, text: str, cut_s: float) -> None:
         assert seg.played > 0 or not kept  # nothing played, nothing kept
 
 
-SESSION = settings(PROPERTY, max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 2)))
+SESSION = settings(ADAPTER_PROPERTY, max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 2)))
 
 
 @st.composite
@@ -187,7 +145,7 @@ async def test_the_aligned_transcript_is_the_llms_text_and_the_provider_gets_the
     words = timed_words(events)
     assert "".join(words).strip() == text  # every word, the LLM's, in order (markup, curly quotes, digits)
     assert "+1 (415) 555-0134! " in words  # a rewritten span is one timed unit
-    spoken = " ".join(sent(emulator))
+    spoken = " ".join(sent_transcripts(emulator))
     assert "one thousand two hundred thirty-four dollars and fifty cents" in spoken
     assert "nine nine six" in spoken and '"A P I"' in spoken and "*" not in spoken and "“" not in spoken
     ends = [w.end_time for w in words]
@@ -212,7 +170,7 @@ async def test_off_with_one_option(emulator: Emulator) -> None:
         await run_stream(t, "It costs $5 today.")
     finally:
         await t.aclose()
-    assert "$5" in " ".join(sent(emulator))
+    assert "$5" in " ".join(sent_transcripts(emulator))
 
 
 async def test_the_turn_usage_shows_written_and_spoken_characters(emulator: Emulator) -> None:

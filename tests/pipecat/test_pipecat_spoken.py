@@ -11,11 +11,10 @@ in issue 31 (pipecat#4968, #5306/PR#5307, PR#5349, #5357, #5370).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pc_helpers import (
     Gate,
@@ -43,8 +42,7 @@ from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAg
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.tts_service import TextAggregationMode
 
-from heard import word_ends
-from replies import normalizer, replies, tokens
+from replies import ADAPTER_PROPERTY, check_kept, normalizer, replies, sent_transcripts, tokens
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
 from ttsbridge.pipecat import KittaTTSService
 from ttsbridge.text import Lexicon, TextNormalizer
@@ -71,12 +69,6 @@ def llm_turn(toks: list[str]) -> list[Frame]:
     return [LLMFullResponseStartFrame(), *[LLMTextFrame(t) for t in toks], LLMFullResponseEndFrame()]
 
 
-def sent(emu: Emulator) -> list[str]:
-    """The transcripts the provider was sent, in order (Nineninesix transcripts, Kitta segments)."""
-    ws = [m["transcript"] for _, m in emu.stats.messages if m.get("transcript", "").strip()]
-    return ws + list(emu.stats.kitta_segment_texts)
-
-
 class AudioProbe(Probe):
     """A probe that also signals once ``seconds`` of audio have passed it."""
 
@@ -100,36 +92,6 @@ def said(context: LLMContext) -> str:
     return " ".join(str(m["content"]) for m in context.messages if m["role"] == "assistant")
 
 
-def unit_bounds(text: str, norm: TextNormalizer) -> list[tuple[int, int, int]]:
-    """Each rewritten span of ``text`` as (first word, end word, spoken words up to its end)."""
-    out = norm.normalize(text)
-    at, bounds = 0, []
-    for span in out.spans:
-        end = at + len(span.written)
-        if span.rewritten:
-            first = len(text[:at].split())
-            spoken_words = len(out.spoken[: out.spoken_for(end)].split())
-            bounds.append((first, first + len(span.written.split()), spoken_words))
-        at = end
-    return bounds
-
-
-def check_context(heard: str, text: str, played: float, transcripts: list[str], norm: TextNormalizer) -> None:
-    """``heard`` (the assistant message) against the LLM's ``text`` and the audio ``played``."""
-    words, kept = text.split(), heard.split()
-    assert kept == words[: len(kept)], (heard, text)  # the LLM's own words, a prefix, in order
-    k = len(kept)
-    ends = word_ends(transcripts)
-    for first, end, spoken_words in unit_bounds(text, norm):
-        assert not first < k < end, (
-            heard,
-            " ".join(words[first:end]),
-        )  # a rewritten span whole or not at all
-        if end <= k and 0 < spoken_words <= len(ends):
-            # kept: all of its spoken form had played (0.1 s: the estimate between reported ends)
-            assert ends[spoken_words - 1][1] <= played + 0.1, (" ".join(words[first:end]), played)
-
-
 async def _interrupted(provider: str, toks: list[str], cut_s: float, mode: str) -> None:
     text = "".join(toks)
     async with Emulator(EmulatorConfig(default_voice=TONE_VOICE_ID)) as emu:
@@ -145,18 +107,10 @@ async def _interrupted(provider: str, toks: list[str], cut_s: float, mode: str) 
         seen = probe.frames
         cut = next((i for i, f in enumerate(seen) if isinstance(f, InterruptionFrame)), len(seen))
         played = len(audio_of(seen[:cut])) / 2 / RATE
-        check_context(said(context), text, played, sent(emu), norm)
-        assert not re.search(r"\d", "".join(sent(emu))), sent(emu)  # every number went out spoken
-
-
-PROPERTY = settings(
-    max_examples=int(os.environ.get("TTSBRIDGE_TEXT_EXAMPLES", 5)),  # (more: a deeper run, random)
-    derandomize=not os.environ.get("TTSBRIDGE_TEXT_EXAMPLES"),
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+        check_kept(said(context), text, played, sent_transcripts(emu), norm)
+        assert not re.search(r"\d", "".join(sent_transcripts(emu))), sent_transcripts(
+            emu
+        )  # every number went out spoken
 
 
 @st.composite
@@ -165,13 +119,13 @@ def cases(draw: st.DrawFn) -> tuple[list[str], float, str]:
     return draw(tokens(text)), draw(st.floats(0.3, 3.5)), draw(st.sampled_from(["sentence", "token"]))
 
 
-@PROPERTY
+@ADAPTER_PROPERTY
 @given(case=cases())
 def test_nineninesix_keeps_the_llms_words_at_any_interruption(case: tuple[list[str], float, str]) -> None:
     asyncio.run(_interrupted("nineninesix", *case))
 
 
-@PROPERTY
+@ADAPTER_PROPERTY
 @given(case=cases())
 def test_kitta_keeps_the_llms_words_at_any_interruption(case: tuple[list[str], float, str]) -> None:
     asyncio.run(_interrupted("kitta", *case))
@@ -197,7 +151,7 @@ async def test_4968_a_one_word_to_many_respelling_keeps_the_context(emu: Emulato
     message, words = await _full_turn(emu, text)
     assert message == text
     assert words == text.split()
-    spoken = " ".join(sent(emu))
+    spoken = " ".join(sent_transcripts(emu))
     assert "nine nine six" in spoken and "Nineninesix" not in spoken and "A P I" in spoken
 
 
@@ -206,7 +160,7 @@ async def test_5306_markup_in_the_llm_text_does_not_pin_the_caption_cursor(emu: 
     message, words = await _full_turn(emu, text)
     assert message == text  # the context keeps the LLM's markdown
     assert words == text.split()  # every caption word, in order: the cursor went through the markup
-    spoken = " ".join(sent(emu))
+    spoken = " ".join(sent_transcripts(emu))
     assert not re.search(r"[*`\[\]]|https", spoken), spoken
 
 
@@ -214,7 +168,7 @@ async def test_5357_curly_quotes_are_kept_in_the_context_and_folded_for_the_prov
     text = "“It’s the ‘best’ day,” she said. Don’t worry."
     message, words = await _full_turn(emu, text)
     assert message == text and words == text.split()
-    spoken = " ".join(sent(emu))
+    spoken = " ".join(sent_transcripts(emu))
     assert "’" not in spoken and "“" not in spoken and "It's" in spoken
 
 
@@ -223,7 +177,7 @@ async def test_5370_the_context_records_the_llms_spelling_not_the_providers(emu:
     message, words = await _full_turn(emu, text)
     assert message == text
     assert "$1,234.50," in words and "dollars" not in message and "four" not in message
-    assert "one thousand two hundred thirty-four dollars and fifty cents" in " ".join(sent(emu))
+    assert "one thousand two hundred thirty-four dollars and fifty cents" in " ".join(sent_transcripts(emu))
 
 
 async def test_5349_a_spelled_out_span_is_heard_whole_or_not_at_all(emu: Emulator) -> None:
@@ -264,7 +218,7 @@ async def test_the_ledger_shows_written_and_spoken_characters(emu: Emulator) -> 
 async def test_off_with_one_option(emu: Emulator) -> None:
     text = "It costs $5 today."
     message, _ = await _full_turn(emu, text, normalize_text=False)
-    assert message == text and "$5" in " ".join(sent(emu))
+    assert message == text and "$5" in " ".join(sent_transcripts(emu))
 
 
 async def test_a_lexicon_changed_while_running_applies_to_the_next_turn(emu: Emulator) -> None:
@@ -281,4 +235,4 @@ async def test_a_lexicon_changed_while_running_applies_to_the_next_turn(emu: Emu
     turn = llm_turn(["Acme says hi."])
     await run(pipeline(gate, tts, probe), [*turn, WaitFor(changed), *turn], rate=RATE)
     await task
-    assert [s.strip() for s in sent(emu)] == ["Acme says hi.", "ack me says hi."]
+    assert [s.strip() for s in sent_transcripts(emu)] == ["Acme says hi.", "ack me says hi."]
