@@ -131,6 +131,7 @@ class Turn(abc.ABC):
             ended=None if ended is None else TurnEnd(ended),
             error_code=self.error_code,
             retries=self.retries,
+            characters_written=self.characters_written,
         )
 
     @property
@@ -139,8 +140,20 @@ class Turn(abc.ABC):
         return getattr(self, "_heard_chars", 0)
 
     def note_heard(self, chars: int) -> None:
-        """The adapter played words of this turn worth ``chars`` characters (``len(TimedWord.text)``)."""
+        """The adapter played words of this turn worth ``chars`` characters (``len(TimedWord.text)``: the LLM's
+        own words, docs/text.md)."""
         self._heard_chars = self.characters_heard + max(int(chars), 0)
+
+    @property
+    def characters_written(self) -> int:
+        """Characters of the LLM's text whose spoken form was sent (:meth:`note_written`); without a normalizer
+        in between (nothing noted), what was sent."""
+        written: int | None = getattr(self, "_written_chars", None)
+        return self.characters_sent if written is None else written
+
+    def note_written(self, chars: int) -> None:
+        """The adapter sent the spoken form of ``chars`` characters of the LLM's text."""
+        self._written_chars = (getattr(self, "_written_chars", None) or 0) + max(int(chars), 0)
 
     #: The provider renders each :meth:`send` on its own, in order, and reports each one's end in
     #: :attr:`rendered` (Kitta: a send is a flushed segment, ended by its ``usage``).

@@ -109,6 +109,7 @@ async def test_a_transform_sees_a_streamed_number_once(emu: Emulator, service: s
         text_aggregation_mode=TOKEN,
         text_transforms=[("*", number_transform(seen))],
         stop_frame_timeout_s=60.0,
+        normalize_text=False,  # Pipecat's transform alone (ttsbridge's own: tests/text)
     )
     context = LLMContext()
     probe = Probe()
@@ -133,7 +134,11 @@ async def test_a_transform_sees_a_streamed_number_once(emu: Emulator, service: s
 async def test_a_text_transform_sees_a_streamed_url_whole(emu: Emulator) -> None:
     url_filter = UrlTransform()
     tts = make_tts(
-        emu, text_aggregation_mode=TOKEN, text_transforms=[("*", url_filter)], stop_frame_timeout_s=60.0
+        emu,
+        text_aggregation_mode=TOKEN,
+        text_transforms=[("*", url_filter)],
+        stop_frame_timeout_s=60.0,
+        normalize_text=False,
     )
     context = LLMContext()
     _, up = await run(pipeline(tts, LLMAssistantAggregator(context)), token_turn(TOKENS))
@@ -147,7 +152,9 @@ async def test_a_text_transform_sees_a_streamed_url_whole(emu: Emulator) -> None
 
 async def test_sentence_mode_transforms_still_see_sentences(emu: Emulator) -> None:
     seen: list[str] = []
-    tts = make_tts(emu, text_transforms=[("*", number_transform(seen))], stop_frame_timeout_s=60.0)
+    tts = make_tts(
+        emu, text_transforms=[("*", number_transform(seen))], stop_frame_timeout_s=60.0, normalize_text=False
+    )
     context = LLMContext()
     _, up = await run(pipeline(tts, LLMAssistantAggregator(context)), token_turn(TOKENS))
 

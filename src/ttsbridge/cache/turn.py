@@ -141,6 +141,7 @@ class CachedTurn(Turn):
             audio_seconds=self._pos / 2 / self.sample_rate,
             ended=None if ended is None else TurnEnd(ended),
             characters_cached=len(self._entry.text),
+            characters_written=self.characters_written,
         )
 
 

@@ -57,7 +57,7 @@ async def warm_phrases(
                 status = "failed"
             else:
                 entry = cache._entry(
-                    text,
+                    "".join(segments),  # the text as sent: its spoken form (docs/text.md)
                     rate,
                     pcm,
                     provider.provider,
@@ -96,15 +96,15 @@ def _surface(tts: Any, sample_rate: int | None) -> tuple[TurnProvider, int, Call
     if isinstance(tts, TurnProvider):
         provider, rate, split = tts, sample_rate, whole
     elif isinstance(getattr(tts, "turn_provider", None), TurnProvider):  # LiveKit TurnTTS
-        tokenizer = tts._sentence_tokenizer
         provider, rate = tts.turn_provider, sample_rate or tts.sample_rate
-        # as the stream sends a known text: each sentence of the plugin's tokenizer, with a space after it
-        split = lambda text: [s + " " for s in tokenizer.tokenize(text)] or [text]  # noqa: E731
+        # as the stream sends a known text: each sentence of the plugin's tokenizer, in its spoken form
+        split = tts.known_phrase_segments
     elif isinstance(getattr(tts, "provider", None), TurnProvider):  # a Pipecat service
+        spoken = tts.spoken_form  # (the text in the spoken form the service sends: docs/text.md)
         provider, rate, split = (
             tts.provider,
             sample_rate or tts.sample_rate or getattr(tts, "_init_sample_rate", None),
-            whole,
+            lambda text: [spoken(text)],
         )
     else:
         raise TTSInvalidOptionError(

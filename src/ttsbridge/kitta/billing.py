@@ -84,4 +84,5 @@ def turn_usage(
         error_code=turn.error_code,
         characters_reserved=0 if ended is not None else KITTA.reserved(units, basis),
         retries=facts.retries,
+        characters_written=turn.characters_written,
     )

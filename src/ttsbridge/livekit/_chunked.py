@@ -12,6 +12,7 @@ from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, within
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.words import WordClock
+from ttsbridge.text.spans import Normalized
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Synthesis
 
@@ -34,17 +35,18 @@ class TurnChunkedStream(tts.ChunkedStream):
             num_channels=1,
             mime_type="audio/pcm",
         )
-        if not self._input_text.strip():
+        text = owner.spoken_form(self._input_text)  # sent (and cached) in its spoken form: docs/text.md
+        if not text.sendable.strip():
             return
         span = current_span()  # LiveKit's tts_request_run span of this attempt
         overrides = owner._open_turn_kwargs()
         record = TurnRecord(owner._turn_provider, sample_rate=owner.sample_rate, overrides=overrides)
-        record.add_characters(len(self._input_text))
+        record.add_characters(len(text.spoken))
         source = owner._phrases if owner._phrases is not None else owner._turn_provider  # a known text
-        agen = source.synthesize(self._input_text, sample_rate=owner.sample_rate, **overrides)
+        agen = source.synthesize(text.spoken, sample_rate=owner.sample_rate, **overrides)
         pushed = [False]  # audio reached the emitter (then LiveKit must not retry)
         try:
-            await self._emit(agen, output_emitter, record, pushed)
+            await self._emit(agen, output_emitter, record, pushed, text)
             record.completed()
             record.cache = getattr(agen, "cache", None)  # the phrase cache's "hit" / "miss"
         except asyncio.CancelledError:
@@ -79,13 +81,15 @@ class TurnChunkedStream(tts.ChunkedStream):
         output_emitter: tts.AudioEmitter,
         record: TurnRecord,
         pushed: list[bool],
+        text: Normalized,
     ) -> None:
-        """Push the synthesis' audio (each chunk within the connect timeout) and its estimated word timing."""
+        """Push the synthesis' audio (each chunk within the connect timeout) and its estimated word timing
+        (the LLM's words, timed by their spoken form)."""
         owner = self._tts
         timeout = self._conn_options.timeout
         timer = WordClock(owner._speech_rate, release="end") if owner._word_timestamps else None
         if timer is not None:
-            timer.add_text(self._input_text)
+            timer.add_spans(text.spans)
         while True:
             try:
                 pcm = await within(agen.__anext__(), timeout)

@@ -8,7 +8,7 @@ import cycle); :class:`~ttsbridge.livekit.TurnTTS` sets these attributes in its 
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from livekit.agents import tokenize, tts
 
@@ -16,7 +16,12 @@ from ttsbridge._redact import redact
 from ttsbridge.cache import CachedProvider
 from ttsbridge.livekit._usage import TurnUsageEvents
 from ttsbridge.policy.words import SpeechRate
+from ttsbridge.text.spans import Normalized
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.turns import TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__ = ["StreamOwner"]
 
@@ -33,6 +38,8 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
     _speech_rate: SpeechRate
     _logger: logging.Logger
     _secrets: tuple[str, ...]
+    #: the voice normalizer (:mod:`ttsbridge.text`); None: text is sent as written
+    _normalizer: TextNormalizer | None
     #: Once a turn's audio is safely ahead of real-time playback (a server faster than real time), read it
     #: less often and push what arrived meanwhile as one buffer (:class:`~ttsbridge.policy.chunks.Playout`;
     #: the first audio is never held). ``False`` pushes every chunk as it comes.
@@ -40,6 +47,44 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
 
     def _redact(self, text: object) -> str:
         return redact(text, self._secrets)
+
+    @property
+    def text_normalizer(self) -> TextNormalizer | None:
+        """The voice normalizer (its ``lexicon`` may be changed at run time); None when it is off."""
+        return self._normalizer
+
+    def _text_stream(self) -> StreamNormalizer:
+        """A new turn's normalizer, for the provider's current voice and language (off: a pass-through)."""
+        if self._normalizer is None:
+            return StreamNormalizer(None)
+        options = self._turn_provider.options
+        return self._normalizer.stream(voice=options.voice, language=getattr(options, "language", None))
+
+    def spoken_form(self, text: str) -> Normalized:
+        """A whole known text in its spoken form, with the map (``synthesize()``)."""
+        stream = self._text_stream()
+        return stream.push(text) + stream.flush()
+
+    def known_phrase_segments(self, text: str) -> list[str]:
+        """How ``stream()`` sends a text known whole (``say()``): each sentence of the tokenizer, with a space
+        after it, in its spoken form (the phrase cache's key; :meth:`PhraseCache.warm`)."""
+        return [p.spoken for p in self._known_phrase(text)] or [text]
+
+    def _known_phrase(self, text: str) -> list[Normalized]:
+        stream = self._text_stream()
+        pieces = [stream.push(s + " ", whole=True) for s in self._sentence_tokenizer.tokenize(text)]
+        rest = stream.flush()
+        if rest and pieces:
+            pieces[-1] = pieces[-1] + rest
+        return [p for p in pieces if p.sendable]
+
+    def _warm_normalizer(self) -> None:
+        """Import the normalizer's rules now (prewarm), not on the first sentence that needs them."""
+        if self._normalizer is not None:
+            try:
+                self._normalizer.warm(getattr(self._turn_provider.options, "language", None))
+            except Exception as exc:  # never fails a prewarm: the first text imports what it needs
+                self._logger.warning("text normalizer warm-up failed: %s: %s", type(exc).__name__, exc)
 
     def _open_turn_kwargs(self) -> dict[str, Any]:
         """Per-turn overrides passed to ``open_turn`` (none by default; options live in the provider)."""

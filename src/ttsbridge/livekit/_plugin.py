@@ -8,7 +8,7 @@ side, the typed ``options``, ``__repr__`` and applying an options change live he
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NotGivenOr
@@ -17,6 +17,9 @@ from livekit.agents.utils import is_given
 from ttsbridge.cache import PhraseCache
 from ttsbridge.livekit._tts import TurnTTS
 from ttsbridge.turns import OptionsT, TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__ = ["DEFAULT_SAMPLE_RATE", "PluginTTS", "given"]
 
@@ -43,6 +46,7 @@ class PluginTTS(TurnTTS, Generic[OptionsT]):
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer],
         text_pacing: tts.SentenceStreamPacer | bool,
         phrase_cache: PhraseCache | None,
+        normalize_text: bool | TextNormalizer = True,
     ) -> None:
         super().__init__(
             turn_provider=provider,
@@ -55,6 +59,7 @@ class PluginTTS(TurnTTS, Generic[OptionsT]):
             logger=self.plugin_logger,
             secrets=(key,),
             phrase_cache=phrase_cache,
+            normalize_text=normalize_text,
         )
         self._provider_impl: TurnProvider[OptionsT] = provider
         self._base_url = base_url

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
@@ -21,6 +20,7 @@ from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, supervi
 from ttsbridge.livekit._words import push_timed_words
 from ttsbridge.policy.chunks import HoldWait, Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import TimedWord, WordClock
+from ttsbridge.text.spans import Normalized
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
 
@@ -181,23 +181,24 @@ class _Attempt:
         self.sentences.end_input()
         self.has_text.set()
 
-    def _known_phrase(self) -> list[str] | None:
-        """The sentences of the whole input when it all arrived before anything went out (``session.say``)
-        and the provider has a phrase cache; None otherwise (LLM text: live)."""
+    def _known_phrase(self) -> list[Normalized] | None:
+        """The sentences of the whole input, in their spoken form, when it all arrived before anything went
+        out (``session.say``) and the provider has a phrase cache; None otherwise (LLM text: live)."""
         if not self.input_done or self.owner._phrases is None:
             return None
-        return list(self.owner._sentence_tokenizer.tokenize("".join(self.pushed))) or None
+        return self.owner._known_phrase("".join(self.pushed)) or None
 
-    async def _open(self, phrase: list[str] | None = None) -> Turn:
+    async def _open(self, phrase: list[Normalized] | None = None) -> Turn:
         owner, stream = self.owner, self.stream
         provider, phrases = owner._turn_provider, owner._phrases
         overrides = owner._open_turn_kwargs()
         self.record = TurnRecord(provider, sample_rate=owner.sample_rate, overrides=overrides)
         started = time.perf_counter()
         rate = owner.sample_rate
+        segments = [p.spoken for p in phrase] if phrase is not None else []  # keyed on the spoken form
         opened = await within(
             phrases.open_phrase(
-                "".join(self.pushed), sample_rate=rate, segments=phrase, timeout=self.timeout, **overrides
+                "".join(segments), sample_rate=rate, segments=segments, timeout=self.timeout, **overrides
             )
             if phrase is not None and phrases is not None
             else provider.open_turn(sample_rate=rate, timeout=self.timeout, **overrides),
@@ -228,15 +229,28 @@ class _Attempt:
         self.turn_fut.set_result(opened)
         if self.timer is not None:
             self.timer.pieces = opened.reports_send_ends  # (before any text: see WordClock.pieces)
-        # a known phrase is sent as the key has it: its sentences, unpaced
-        tokens = _each(phrase) if phrase is not None else (ev.token async for ev in self.sentences)
-        async for token in tokens:
-            text = token + " "
-            self.stream._mark_started()
-            await opened.send(text)
-            if self.timer is not None:
-                self.timer.add_text(text)
+        if phrase is not None:  # a known phrase is sent as the key has it: its sentences, unpaced
+            for piece in phrase:
+                await self._send(opened, piece)
+        else:  # each sentence in its spoken form (ttsbridge.text); what a cut number held goes at the end
+            text = self.owner._text_stream()
+            async for ev in self.sentences:  # (the tokenizer's sentences are whole)
+                await self._send(opened, text.push(ev.token + " ", whole=True))
+            await self._send(opened, text.flush())
         await opened.end()
+
+    async def _send(self, opened: Turn, piece: Normalized) -> None:
+        """The spoken form of ``piece`` to the turn; word timing learns of it (the LLM's words, the spoken
+        weights: a rewritten span is one unit, released once all of it was played)."""
+        spoken = piece.sendable
+        if not piece:
+            return
+        opened.note_written(len(piece.written))
+        if spoken:
+            self.stream._mark_started()
+            await opened.send(spoken)
+        if self.timer is not None:
+            self.timer.add_spans(piece.spans, piece=bool(spoken))
 
     async def _recv_task(self) -> None:
         opened = await self.turn_fut
@@ -294,7 +308,3 @@ class _Attempt:
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short
             self._emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
 
-
-async def _each(items: list[str]) -> AsyncIterator[str]:
-    for item in items:
-        yield item

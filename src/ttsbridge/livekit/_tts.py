@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
@@ -21,7 +21,11 @@ from ttsbridge.livekit._job import bind_job
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._stream import TurnSynthesizeStream
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate
+from ttsbridge.text import normalizer_from
 from ttsbridge.turns import TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__ = ["TurnTTS"]
 
@@ -59,6 +63,9 @@ class TurnTTS(StreamOwner):
         phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it holds
             send nothing and bill nothing (the provider wrapped in a :class:`~ttsbridge.cache.CachedProvider`
             for the texts known whole; docs/cache.md).
+        normalize_text: send the text in its spoken form (``True``, the default; a
+            :class:`~ttsbridge.text.TextNormalizer` of your own) or as written (``False``). The aligned
+            transcript keeps the LLM's own words either way (docs/text.md).
     """
 
     def __init__(
@@ -75,6 +82,7 @@ class TurnTTS(StreamOwner):
         logger: logging.Logger | None = None,
         secrets: tuple[str, ...] = (),
         phrase_cache: PhraseCache | None = None,
+        normalize_text: bool | TextNormalizer = True,
     ) -> None:
         if (
             isinstance(sample_rate, bool)
@@ -83,6 +91,7 @@ class TurnTTS(StreamOwner):
         ):
             raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
         stream_pacer = _stream_pacer(text_pacing)
+        self._normalizer = normalizer_from(normalize_text)
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
             sample_rate=sample_rate,
@@ -172,6 +181,7 @@ class TurnTTS(StreamOwner):
         self._prewarm_task = loop.create_task(self._prewarm(), name=f"{type(self).__name__}.prewarm")
 
     async def _prewarm(self) -> None:
+        self._warm_normalizer()
         try:
             await self._turn_provider.prewarm(sample_rate=self.sample_rate)
         except asyncio.CancelledError:

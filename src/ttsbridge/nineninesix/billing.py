@@ -55,4 +55,4 @@ def turn_usage(facts: ContextFacts | None, turn: Turn, wire_rate: int) -> TurnUs
         meter.audio(facts.audio_bytes / (2 * wire_rate))
     meter.settle(turn.outcome, turn.error_code, by_server=isinstance(turn.error, TTSAPIError))
     meter.heard(turn.characters_heard)
-    return dataclasses.replace(meter.usage, retries=turn.retries)
+    return dataclasses.replace(meter.usage, retries=turn.retries, characters_written=turn.characters_written)

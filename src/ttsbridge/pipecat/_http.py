@@ -47,6 +47,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def start(self, frame: Frame) -> None:  # type: ignore[override]
         await super().start(frame)  # type: ignore[arg-type]
+        self._warm_normalizer()
         self._stopped = False
 
     async def stop(self, frame: EndFrame) -> None:
@@ -74,12 +75,19 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         async for frame in self._speak(text, context_id):
             yield frame
 
-    async def _speak(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
-        """One request for ``text``: its audio frames as they stream in, its words after their audio."""
+    async def _speak(self, written: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        """One request for ``written`` in its spoken form (each request renders on its own, so it is
+        normalized whole): its audio frames as they stream in, its words (the LLM's) after their audio."""
         clock = self._clocks.get(context_id)
         if clock is None:
             clock = self._clocks[context_id] = WordClock(self._speech_rate)
-        clock.add_text(text, boundary=True)
+        stream = self._text_stream()
+        piece = stream.push(written) + stream.flush()
+        clock.add_spans(piece.spans, boundary=True)
+        text = piece.sendable
+        if not text.strip():  # nothing to say (an emoji alone): its words go with no audio
+            await self._push_words(clock, clock.end_segment(), context_id)
+            return
         # A TTSSpeakFrame's whole text goes through the phrase cache: Pipecat's usage metric (len(text), sent
         # first as without a cache) waits for the lookup and is left out for a hit only.
         known = self._phrase_known()

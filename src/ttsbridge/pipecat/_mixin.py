@@ -22,14 +22,17 @@ What the base guarantees, whatever the provider:
   spoken;
 * word-level ``TTSTextFrame``\\ s are emitted as the audio that carries them is pushed (see
   :mod:`ttsbridge.policy.words`), so an interrupted assistant message ends near where playback stopped
-  (``word_timestamps=False``: none; Pipecat commits a turn's text whole once its audio has played).
+  (``word_timestamps=False``: none; Pipecat commits a turn's text whole once its audio has played);
+* the text is sent in its spoken form (:mod:`ttsbridge.text`, ``normalize_text=False`` turns it off), while
+  Pipecat, the word frames, the LLM context and the usage ledger's "heard" keep the LLM's own words; a
+  rewritten span ("$1,234.50") is heard whole or not at all (docs/text.md).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from loguru import logger
 from pipecat.frames.frames import TTSStoppedFrame
@@ -43,8 +46,13 @@ from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
+from ttsbridge.text import normalizer_from
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import PIPECAT_NAMES, TurnRecord
 from ttsbridge.turns import TurnProvider
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 __all__: list[str] = []
 
@@ -92,10 +100,13 @@ class _TurnServiceMixin:
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         coalesce_tokens: bool | None = None,
         word_timestamps: bool = True,
+        normalize_text: bool | TextNormalizer = True,
         **kwargs: Any,
     ) -> None:
         if not isinstance(word_timestamps, bool):
             raise TTSInvalidOptionError("word_timestamps", word_timestamps, "True or False")
+        #: the voice normalizer (:mod:`ttsbridge.text`); None: text is sent as the LLM wrote it
+        self._normalizer = normalizer_from(normalize_text)
         #: False: no word-level TTSTextFrames (Pipecat commits each turn's text whole when its audio context
         #: has played; an interrupted turn's text is not committed). Saves Pipecat's per-word work.
         self._word_timestamps = word_timestamps
@@ -135,6 +146,34 @@ class _TurnServiceMixin:
             await super()._handle_tts_speak(frame)  # type: ignore[misc]
         finally:
             self._speaking_frame = False
+
+    # -- the spoken form (ttsbridge.text) ----------------------------------------------------------------
+
+    @property
+    def text_normalizer(self) -> TextNormalizer | None:
+        """The voice normalizer (its ``lexicon`` may be changed at run time); None when it is off."""
+        return self._normalizer
+
+    def _text_stream(self) -> StreamNormalizer:
+        """A new turn's normalizer, for the provider's current voice and language (off: a pass-through)."""
+        if self._normalizer is None:
+            return StreamNormalizer(None)
+        options = self._provider.options
+        return self._normalizer.stream(voice=options.voice, language=getattr(options, "language", None))
+
+    def spoken_form(self, text: str) -> str:
+        """``text`` (a whole known text) as this service sends it (the phrase cache's key)."""
+        stream = self._text_stream()
+        return (stream.push(text) + stream.flush()).spoken
+
+    def _warm_normalizer(self) -> None:
+        """Import the normalizer's rules now (at start), not on the first sentence that needs them."""
+        if self._normalizer is not None:
+            options = self._provider.options
+            try:
+                self._normalizer.warm(getattr(options, "language", None))
+            except Exception as exc:  # never fails a start: the first text then imports what it needs
+                logger.warning(f"{self} text normalizer warm-up failed: {type(exc).__name__}: {exc}")
 
     def _phrase_known(self) -> bool:
         """``run_tts``' text is a whole utterance (a ``TTSSpeakFrame``) and the service has a phrase cache."""

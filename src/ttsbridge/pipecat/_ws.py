@@ -20,6 +20,8 @@ from pipecat.utils.tracing.service_decorators import traced_tts
 
 from ttsbridge.pipecat._ws_audio import _TurnAudioService, _TurnState
 from ttsbridge.policy.words import WordClock
+from ttsbridge.text.spans import Normalized
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
 
@@ -66,6 +68,7 @@ class TurnTTSService(_TurnAudioService):
 
     async def start(self, frame: Frame) -> None:  # type: ignore[override]
         await super().start(frame)  # type: ignore[arg-type]
+        self._warm_normalizer()
         await self._connect()
 
     async def stop(self, frame: EndFrame) -> None:
@@ -140,16 +143,20 @@ class TurnTTSService(_TurnAudioService):
         state = self._turns.get(context_id)
         opened = state is None
         if state is None:
-            state = await self._start_turn(context_id, phrase=text if self._phrase_known() else None)
+            # the spoken form first: a known phrase is looked up by it
+            known, stream = self._phrase_known(), self._text_stream()
+            piece = stream.push(text, whole=not self._is_streaming_tokens)
+            piece += stream.flush() if known else Normalized()
+            state = await self._start_turn(context_id, stream, phrase=piece.spoken if known else None)
             if state is None:  # the turn could not be opened (reported)
                 yield None
                 return
-        # Word timing learns of the text before any of its audio can arrive.
-        state.clock.add_text(text, boundary=not self._is_streaming_tokens)
+        else:  # (a sentence is whole; a TOKEN-mode clause may end inside a number: "$1," + "234")
+            piece = state.text.push(text, whole=not self._is_streaming_tokens)
         state.touch()
         failure: Exception | None = None
         try:
-            await state.turn.send(text)
+            await self._send_piece(state, piece)
         except Exception as exc:
             failure = exc
         if opened:  # after the first request is out: the turn's audio waits in its stream until read
@@ -158,10 +165,21 @@ class TurnTTSService(_TurnAudioService):
             await self._fail(context_id, failure)
         yield None
 
-    async def _start_turn(self, context_id: str, phrase: str | None = None) -> _TurnState | None:
+    async def _send_piece(self, state: _TurnState, piece: Normalized) -> None:
+        """Send the spoken form of ``piece``; word timing learns of it (the LLM's words, the spoken weights)
+        before any of its audio can arrive."""
+        spoken = piece.sendable
+        state.clock.add_spans(piece.spans, boundary=not self._is_streaming_tokens, piece=bool(spoken))
+        state.turn.note_written(len(piece.written))
+        if spoken:
+            await state.turn.send(spoken)
+
+    async def _start_turn(
+        self, context_id: str, text: StreamNormalizer, phrase: str | None = None
+    ) -> _TurnState | None:
         """Open the provider turn behind ``context_id`` (its reader is started by :meth:`_start_reader`, once
-        its first text is sent); None (reported) if it failed. ``phrase``: the whole text of a
-        ``TTSSpeakFrame``, looked up in the phrase cache."""
+        its first text is sent); None (reported) if it failed. ``text``: the turn's normalizer; ``phrase``: the
+        spoken form of a ``TTSSpeakFrame``'s whole text, looked up in the phrase cache."""
         record = TurnRecord(self._provider, sample_rate=self.sample_rate)
         try:
             turn = await self._open_turn(phrase)
@@ -178,6 +196,7 @@ class TurnTTSService(_TurnAudioService):
             turn=turn,
             clock=WordClock(self._speech_rate, pieces=turn.reports_send_ends, hold=True),
             record=record,
+            text=text,
         )
         state.touch()
         self._turns[context_id] = state
@@ -225,6 +244,9 @@ class TurnTTSService(_TurnAudioService):
         state.ended = True
         state.touch()
         try:
+            rest = state.text.flush()  # what the normalizer held for the next piece (a number cut mid-way)
+            if rest:
+                await self._send_piece(state, rest)
             await state.turn.end()
         except Exception as exc:
             await self._fail(state.context_id, exc)

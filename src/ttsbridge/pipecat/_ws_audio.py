@@ -21,6 +21,7 @@ from ttsbridge.pipecat._usage import TurnUsageMixin
 from ttsbridge.pipecat.telephony import ServicePlayback, call_of
 from ttsbridge.policy.chunks import HoldWait, Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import WordClock
+from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
 
@@ -45,6 +46,8 @@ class _TurnState:
     hold: HoldWait = field(default_factory=HoldWait)
     #: monotonic time of the first audio since the clock's time base (about Pipecat's word-timestamp base)
     first_audio_at: float | None = None
+    #: the turn's text normalizer: the LLM's pieces in, their spoken form out (ttsbridge.text)
+    text: StreamNormalizer = field(default_factory=lambda: StreamNormalizer(None))
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()

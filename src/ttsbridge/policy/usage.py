@@ -17,7 +17,8 @@ frozen snapshot, cheaply at any time):
 * :meth:`~UsageMeter.audio` with the seconds of every audio chunk delivered, :meth:`~UsageMeter.unit_done`
   when the server reports a unit complete (Kitta ``usage``, with its ``units``);
 * :meth:`~UsageMeter.heard` from the adapter, with the characters of the words its word clock released
-  (``len(TimedWord.text)``: a turn heard to the end has heard every character sent);
+  (``len(TimedWord.text)``, the LLM's own words: a turn heard to the end has heard every character written,
+  ``characters_written``; what was sent and billed is the spoken form, docs/text.md);
 * exactly one ending: :meth:`~UsageMeter.done`, :meth:`~UsageMeter.cancelled` or :meth:`~UsageMeter.failed`
   (``by_server=True`` when the server reported the error, i.e. a ``TTSAPIError``); the first one wins;
 * :meth:`~UsageMeter.retry` when the provider retries the turn on a fresh context/session: the failed attempt
@@ -135,6 +136,9 @@ class TurnUsage:
     retries: int = 0
     #: Characters served from the phrase cache (:mod:`ttsbridge.cache`): sent to no server, billed 0.
     characters_cached: int = 0
+    #: Characters of the LLM's own text whose spoken form was sent (``characters_sent`` counts the spoken form,
+    #: which is what providers bill: docs/text.md); equal to ``characters_sent`` without a normalizer.
+    characters_written: int = 0
 
 
 @dataclass
@@ -267,6 +271,7 @@ class UsageTotals:
     characters_heard: int = 0
     audio_seconds: float = 0.0
     characters_cached: int = 0
+    characters_written: int = 0
 
     @classmethod
     def of(cls, usages: Iterable[TurnUsage]) -> UsageTotals:
@@ -286,6 +291,7 @@ class UsageTotals:
         self.characters_heard += usage.characters_heard
         self.audio_seconds += usage.audio_seconds
         self.characters_cached += usage.characters_cached
+        self.characters_written += usage.characters_written
 
     def report(self) -> str:
         """One line: ``3 turns (done 2, cancelled 1): 120 characters sent, 118 billed, 80 heard; 7.4 s``."""

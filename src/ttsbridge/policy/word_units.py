@@ -128,6 +128,20 @@ class _Unit:
     weight: int
     split: bool  # a character of a script without spaces (no gap after it)
     sounding: bool  # holds a letter (not punctuation only)
+    #: a rewritten span (``text`` is the LLM's, ``weight`` its spoken form's): released whole, once played
+    atomic: bool = False
+    #: characters sent minus characters written (the spoken form's length against ``text``'s)
+    extra: int = 0
+
+    @property
+    def sent(self) -> int:
+        """Characters of the text sent for this unit (with its whitespace)."""
+        return len(self.text) + self.extra
+
+    @property
+    def sent_trimmed(self) -> int:
+        """:attr:`sent` without the whitespace after it."""
+        return len(self.text.rstrip()) + self.extra
 
 
 @dataclass
@@ -176,6 +190,23 @@ class _Segment:
             self.units.append(self.pending)
             self.weight += self.pending.weight
             self.pending = None
+
+    def add_atomic(self, written: str, weight: int, extra: int) -> None:
+        """A rewritten span: one unit whose text is ``written`` (the LLM's) and whose weight is its spoken
+        form's (:func:`spoken_weight`); ``extra``: characters sent minus ``len(written)``."""
+        self.close_pending()
+        self.units.append(_Unit(self.lead + written, self.total_weight(), weight, False, True, True, extra))
+        self.weight += weight
+        self.lead = ""
+
+
+def spoken_weight(text: str) -> int:
+    """The weight of ``text`` as units of its own (what a rewritten span's spoken form weighs)."""
+    seg = _Segment()
+    for ch in text:
+        seg.feed(ch)
+    seg.close_pending()
+    return seg.weight
 
 
 def _grow(unit: _Unit, ch: str, weight: int, *, split: bool, sounding: bool) -> None:

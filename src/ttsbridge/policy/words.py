@@ -26,9 +26,9 @@ never decrease; with ``release="end"`` a unit never starts before the previous o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ttsbridge.policy.word_units import (
     DEFAULT_CHARS_PER_SECOND,
@@ -39,7 +39,11 @@ from ttsbridge.policy.word_units import (
     _Unit,
     clamp_rate,
     is_unspaced,
+    spoken_weight,
 )
+
+if TYPE_CHECKING:
+    from ttsbridge.text.spans import Span
 
 __all__ = [
     "DEFAULT_CHARS_PER_SECOND",
@@ -154,9 +158,28 @@ class WordClock:
         otherwise (streamed tokens) a trailing word is held until whitespace or the segment's end."""
         for ch in text:
             self._feed(ch)
+        self._added(bool(text), boundary)
+
+    def add_spans(self, spans: Iterable[Span], *, boundary: bool = False, piece: bool = True) -> None:
+        """Normalized text (:class:`ttsbridge.text.Span`\\ s): unchanged spans as :meth:`add_text`, each
+        rewritten span one unit (its text the LLM's, its weight its spoken form's) released whole once its
+        end is in the audio (also with ``release="start"``, where its time is its end: a rewritten span is
+        heard whole or not at all; its :class:`TimedWord` starts where it ends). ``piece=False``: nothing of it
+        was sent (no piece of its own)."""
+        seg, any_text = self._seg, False
+        for span in spans:
+            any_text = True
+            if span.written == span.spoken:
+                for ch in span.written:
+                    self._feed(ch)
+            else:
+                seg.add_atomic(span.written, spoken_weight(span.spoken), len(span.spoken) - len(span.written))
+        self._added(any_text and piece, boundary)
+
+    def _added(self, piece: bool, boundary: bool) -> None:
         if boundary:
             self._close_pending()
-        if self.pieces and text:
+        if self.pieces and piece:
             self._seg.piece_ends.append(self._segment_weight())
         self._quiet_until = 0.0
 
@@ -197,9 +220,10 @@ class WordClock:
                 break  # a later piece (or, releasing at the end, the last unit of the open one)
             start, end = unit.offset / self._cps, (unit.offset + unit.weight) / self._cps
             if self._release == "start":
-                if start > seg.audio_s + _EPS:
+                at = end if unit.atomic else start  # (a rewritten span: once all of it is in)
+                if at > seg.audio_s + _EPS:
                     break
-                if self.hold and len(seg.piece_ends) > 1 and self._offset_s + start > self._due_s:
+                if self.hold and len(seg.piece_ends) > 1 and self._offset_s + at > self._due_s:
                     break  # held: its piece's reported end will time it (see hold)
             elif end > seg.audio_s + _EPS or (seg.next == len(seg.units) - 1 and seg.pending is None):
                 break  # not within the audio yet, or the last unit sent so far
@@ -221,7 +245,7 @@ class WordClock:
         if self._awaits_report(unit):
             return cap  # held until complete_text (which resets the bound)
         if self._release == "start":
-            due = unit.offset / cps
+            due = (unit.offset + (unit.weight if unit.atomic else 0)) / cps
         elif seg.next == len(seg.units) - 1 and seg.pending is None:
             due = math.inf  # held until more text arrives (add_text resets the bound)
         else:
@@ -258,7 +282,7 @@ class WordClock:
         if seg.weight and duration > 0:
             self._rate.observe(seg.weight, duration)
         self._weight_done += seg.weight
-        self._chars_done += sum(len(u.text) for u in seg.units) + len(seg.lead)
+        self._chars_done += sum(u.sent for u in seg.units) + len(seg.lead)
         self._offset_s += duration
         self._seg = _Segment()
         self._cps = self._rate.chars_per_second
@@ -266,7 +290,7 @@ class WordClock:
         return out
 
     def complete_text(self, chars: int, audio_s: float) -> list[TimedWord]:
-        """The provider says the audio of the first ``chars`` characters of the text added (since the time
+        """The provider says the audio of the first ``chars`` characters of the text sent (since the time
         base) ends at ``audio_s`` seconds of the audio (since the time base): Kitta's ``usage`` at the end of
         a segment. Those units are timed like :meth:`end_segment` (their exact share of that audio) and
         calibrate the rate; the text after them goes on as a new segment, with the audio received beyond
@@ -284,14 +308,14 @@ class WordClock:
             return []
         k, total = 0, 0
         for unit in seg.units:
-            if total + len(unit.text.rstrip()) > target:
+            if total + unit.sent_trimmed > target:
                 break
-            total += len(unit.text)
+            total += unit.sent
             k += 1
         pending = seg.pending
-        if k == len(seg.units) and pending is not None and total + len(pending.text.rstrip()) <= target:
+        if k == len(seg.units) and pending is not None and total + pending.sent_trimmed <= target:
             self._close_pending()
-            total += len(seg.units[-1].text)
+            total += seg.units[-1].sent
             k += 1
         if k == 0 or (k == len(seg.units) and seg.pending is None):
             return []  # nothing new, or nothing after it: end_segment times it by the whole audio
@@ -354,6 +378,10 @@ class WordClock:
 
     def _emit(self, unit: _Unit, start: float, end: float) -> TimedWord:
         self._seg.next += 1
+        if unit.atomic:
+            # a rewritten span is timed where it has all been played: Pipecat commits a word at its start,
+            # LiveKit's synchronizer counts a string's text as said between its start and end
+            start = end
         start = max(self._offset_s + start, self._last_start)
         if self._release == "end":
             start = max(start, self._last_end)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
@@ -16,6 +16,9 @@ from ttsbridge.livekit._plugin import given
 
 from .log import logger
 from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, DISPLAY_NAME, TTSLatency, TTSModels
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
@@ -39,6 +42,10 @@ class TTS(PluginTTS[KittaOptions]):
         tokenizer: sentence tokenizer for ``stream()``; default blingfire.
         text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
             batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
+        normalize_text: send the text in its spoken form ("$1,234.50" as "one thousand two hundred
+            thirty-four dollars and fifty cents": ``True``, the default, or a ``ttsbridge.text.TextNormalizer``
+            with a language, a lexicon...) or as written (``False``); transcripts keep the LLM's words
+            (docs/text.md).
         client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
             ``event_timeout``, ``standby_max_age``, ``limits``, the liveness checks ``ping_interval``,
             ``ping_after_silence``, ``pong_timeout``: see ``KittaClient``...).
@@ -72,6 +79,7 @@ class TTS(PluginTTS[KittaOptions]):
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
         text_pacing: tts.SentenceStreamPacer | bool = False,
+        normalize_text: bool | TextNormalizer = True,
         client_options: dict[str, Any] | None = None,
         phrase_cache: PhraseCache | None = None,
     ) -> None:
@@ -83,7 +91,8 @@ class TTS(PluginTTS[KittaOptions]):
             key, base_url=base_url, options=options, standby=standby, **(client_options or {})
         )
         super().__init__(
-            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache
+            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache,
+            normalize_text,
         )
 
     def update_options(

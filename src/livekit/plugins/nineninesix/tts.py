@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from livekit.agents import tokenize, tts, utils
@@ -24,6 +24,9 @@ from .models import (
     TTSModels,
     TTSWireSampleRate,
 )
+
+if TYPE_CHECKING:
+    from ttsbridge.text.normalizer import TextNormalizer
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
@@ -61,6 +64,10 @@ class TTS(PluginTTS[NineninesixOptions]):
         tokenizer: sentence tokenizer for ``stream()``; default blingfire, as LiveKit's plugins.
         text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
             batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
+        normalize_text: send the text in its spoken form ("$1,234.50" as "one thousand two hundred
+            thirty-four dollars and fifty cents": ``True``, the default, or a ``ttsbridge.text.TextNormalizer``
+            with a language, a lexicon...) or as written (``False``); transcripts keep the LLM's words
+            (docs/text.md).
         client_options: advanced WebSocket client settings (``connect_timeout``, ``cancel_timeout``,
             ``receive_timeout``, ``max_idle``, ``cancel_ack``, and the liveness checks ``ping_interval``,
             ``ping_after_silence``, ``pong_timeout``: see ``NineninesixClient``).
@@ -90,6 +97,7 @@ class TTS(PluginTTS[NineninesixOptions]):
         word_timestamps: bool = True,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer] = NOT_GIVEN,
         text_pacing: tts.SentenceStreamPacer | bool = False,
+        normalize_text: bool | TextNormalizer = True,
         client_options: dict[str, Any] | None = None,
         phrase_cache: PhraseCache | None = None,
     ) -> None:
@@ -103,7 +111,8 @@ class TTS(PluginTTS[NineninesixOptions]):
             key, base_url=base_url, options=options, http_session=session, **(client_options or {})
         )
         super().__init__(
-            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache
+            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache,
+            normalize_text,
         )
 
     def update_options(
