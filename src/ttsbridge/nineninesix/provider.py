@@ -1,19 +1,21 @@
-"""Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: what the framework adapters use.
+"""Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: its options, its typed request, which dialer, and its
+cache identity. Everything else is the engine's (docs/adding-a-provider.md).
 
-One turn = one server context on a pooled connection. The turn decodes G.711, resamples from the wire rate
-to the caller's rate (asking the server for that rate when the API has it), flushes the resampler tail at
-``done``, and retries ``concurrent_limit`` on a fresh ``context_id`` (replaying the turn's text) as long as no
-audio was delivered; so is a turn whose connection was lost before any of its requests was written (the
-server never heard of it), and, once, a turn whose connection died under it (closed, dropped, or silent: a ping
-went unanswered) before any of its audio arrived, on a fresh connection with a new context_id and the first
-attempt's deadline. After ``cancel()`` the iterator stops (no error); a consumer that leaves the
-iterator early cancels the turn.
+One turn = one server context on a pooled connection: the engine's :class:`~ttsbridge.engine.dialers.SharedDialer`
+keyed by output format (the API fixes the format per connection, so every context with the same format shares
+one socket, reused across turns, replaced before a server idle close and at once when it drops). The turn is an
+:class:`~ttsbridge.engine.turn.EngineTurn`: it decodes G.711, resamples from the wire rate to the caller's rate
+(asking the server for that rate when the API has it), and the protocol plans its retries (``concurrent_limit``
+on a fresh ``context_id``, replaying the turn's text, as long as no audio was delivered; a turn whose connection
+was lost before any of its requests was written; once, a turn whose connection died under it before any of its
+audio arrived). The API key travels in the URL (``?api_key=``) as the API requires; it never reaches a log
+line, an exception text or a repr.
 """
 
 from __future__ import annotations
 
-import logging
 import math
+import uuid
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -21,19 +23,22 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from ttsbridge._keys import account_scope
+from ttsbridge._redact import mask_key
 from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.engine.backoff import Backoff
+from ttsbridge.engine.dialers import SharedDialer
+from ttsbridge.engine.settings import ConnectionSettings
 from ttsbridge.engine.turn import EngineTurn
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError
-from ttsbridge.nineninesix.client import NineninesixClient
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError
+from ttsbridge.nineninesix.catalog import SETTINGS, derive_urls, resolve_api_key
+from ttsbridge.nineninesix.facts import NineninesixRequest
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
+from ttsbridge.nineninesix.protocol import NineninesixProtocol
 from ttsbridge.turns import Synthesis, TurnProvider
 
 if TYPE_CHECKING:
     from ttsbridge.cache import PhraseCache
-
-logger = logging.getLogger("ttsbridge.nineninesix")
 
 
 def _wire_format(fmt: OutputFormat) -> str:
@@ -50,12 +55,19 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         options: model, voice, language, wire encoding and wire sample rate (validated).
         http_session: an aiohttp session to reuse for HTTP calls.
         concurrent_limit_retries: how often a turn is retried on a fresh context after ``concurrent_limit``.
+        retry_backoff: between those retries, ``retry_backoff * 2**(n-1)`` jittered to 0.5x-1.5x.
         wait_for_cancel_ack: make ``Turn.cancel()`` wait (bounded) for the server's ``done cancelled:true``.
             Off by default: after a barge-in the next turn should not pay a round trip; the acknowledgement is
             still requested and consumed by the connection (and late frames of the context are dropped).
+        cancel_ack: open connections with ``?cancel_ack=true`` (the server confirms each cancel).
+        cancel_timeout: bound on writing a cancel and on waiting for its acknowledgement.
+        receive_timeout: a turn fails with ``TTSTimeoutError`` when the server owes it audio (text sent or
+            turn ended) and sends nothing for this long (a turn's own ``timeout`` replaces it).
         phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``synthesize()`` (and the adapters' whole known
             texts) are served from it, a miss stored once it completed (docs/cache.md).
-        client_kwargs: passed to :class:`NineninesixClient` (timeouts, ``cancel_ack``, ``max_idle``...).
+        settings: the connection knobs (default: :data:`~ttsbridge.nineninesix.catalog.SETTINGS`);
+        **knobs: any of them by name (``connect_timeout``, ``ping_interval``, ``max_idle``...: see
+            :class:`~ttsbridge.engine.settings.ConnectionSettings` and docs/nineninesix.md).
     """
 
     provider = "nineninesix"
@@ -70,18 +82,46 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         concurrent_limit_retries: int = 3,
         retry_backoff: float = 0.2,
         wait_for_cancel_ack: bool = False,
+        cancel_ack: bool = True,
+        cancel_timeout: float = 2.0,
+        receive_timeout: float = 15.0,
         phrase_cache: PhraseCache | None = None,
-        **client_kwargs: Any,
+        settings: ConnectionSettings | None = None,
+        **knobs: Any,
     ) -> None:
+        for name, value in (("cancel_timeout", cancel_timeout), ("receive_timeout", receive_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise TTSInvalidOptionError(name, value, "a number of seconds > 0")
         self._options = options or NineninesixOptions()
-        self.client = NineninesixClient(api_key, base_url=base_url, **client_kwargs)
-        self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
+        self._api_key = resolve_api_key(api_key)
+        self.base_url = base_url
+        self.http_base, _ = derive_urls(base_url)
+        self.cancel_ack, self.cancel_timeout, self.receive_timeout = cancel_ack, cancel_timeout, receive_timeout
         self.concurrent_limit_retries = concurrent_limit_retries
         self.retry_backoff = retry_backoff
         self.wait_for_cancel_ack = wait_for_cancel_ack
+        self.dialer: SharedDialer[OutputFormat] = SharedDialer(
+            self._protocol,
+            (settings or SETTINGS).replace(**knobs),
+            key=lambda request: request.output_format,
+            name="nineninesix",
+        )
+        self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
         self._turns: weakref.WeakSet[EngineTurn] = weakref.WeakSet()
-        self._account = account_scope(self.client._api_key)
+        self._account = account_scope(self._api_key)
         self.use_phrase_cache(phrase_cache)
+
+    def _protocol(self, fmt: OutputFormat) -> NineninesixProtocol:
+        """The protocol of a new connection for ``fmt`` (the dialer's factory)."""
+        return NineninesixProtocol(
+            fmt,
+            cancel_ack=self.cancel_ack,
+            base_url=self.base_url,
+            api_key=self._api_key,
+            receive_timeout=self.receive_timeout,
+            ack_wait=min(0.5, self.cancel_timeout),
+            cancel_timeout=self.cancel_timeout,
+        )
 
     @property
     def backoff(self) -> Backoff:
@@ -93,31 +133,32 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         return self._options
 
     def __repr__(self) -> str:
-        return f"NineninesixTurnProvider({self.client!r}, options={self.options!r})"
+        return (
+            f"NineninesixTurnProvider(base_url={self.base_url!r}, api_key={mask_key(self._api_key)}, "
+            f"options={self.options!r})"
+        )
 
     def _resolve(self, overrides: dict[str, Any]) -> NineninesixOptions:
         return self.options.updated(**overrides) if overrides else self.options  # type: ignore[return-value]
 
-    async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> EngineTurn:
-        """One context on the pooled connection (a fresh one per retry: the protocol plans them)."""
-        opts = self._resolve(overrides)
-        turn = await self.client.open_context(
-            opts.output_format(sample_rate),
-            model=opts.model,
-            voice=opts.voice,
-            language=opts.language,
-            sample_rate=sample_rate,
-            max_retries=self.concurrent_limit_retries,
-            backoff=self.backoff,
-            receive_timeout=timeout,
-            retry=True,
-            wait_for_cancel_ack=self.wait_for_cancel_ack,
-        )
-        self._turns.add(turn)
-        return turn
-
     def update_options(self, **options: Any) -> None:
         self._options = self._resolve(options)
+
+    async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> EngineTurn:
+        """One context on the pooled connection for the turn's format (a fresh one per retry: the protocol
+        plans them)."""
+        opts = self._resolve(overrides)
+        request = NineninesixRequest(
+            opts.output_format(sample_rate), opts.model, opts.voice, opts.language,
+            self.concurrent_limit_retries, self.backoff, timeout,
+        )  # fmt: skip
+        turn = EngineTurn(
+            self.dialer, request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate, timeout=timeout,
+            cancel_timeout=self.cancel_timeout, wait_for_cancel_ack=self.wait_for_cancel_ack,
+        )  # fmt: skip
+        await turn.open()
+        self._turns.add(turn)
+        return turn
 
     def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
         opts = self._resolve(overrides)
@@ -129,7 +170,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         opts = self._resolve(overrides)
         return {
             "provider": self.provider,
-            "endpoint": self.client.http_base,
+            "endpoint": self.http_base,
             "account": self._account,
             "model": opts.model,
             "voice": opts.voice,
@@ -139,12 +180,10 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         }
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
-        fmt = (
-            self.options.output_format(sample_rate)
-            if sample_rate
-            else OutputFormat(encoding=self.options.encoding, sample_rate=self.options.sample_rate or 22050)
-        )
-        await self.client.prewarm(fmt)
+        opts = self.options
+        rate = opts.sample_rate or 22050
+        fmt = opts.output_format(sample_rate) if sample_rate else OutputFormat(encoding=opts.encoding, sample_rate=rate)
+        await self.dialer.prewarm(fmt)
 
     def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> Synthesis:
         """One-shot synthesis, resampled to ``sample_rate``, yielded as the audio arrives.
@@ -168,9 +207,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         synthesis.hold(resampler.flush)  # given up mid-body (the caller's timeout): the filter's tail
         error: TTSBridgeError | None = None
         try:
-            async for pcm in self.http.tts_sse(
-                text, fmt, model=opts.model, voice=opts.voice, language=opts.language
-            ):
+            async for pcm in self.http.tts_sse(text, fmt, model=opts.model, voice=opts.voice, language=opts.language):
                 out = resampler.process(pcm)
                 if out:
                     yield out
@@ -184,9 +221,11 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
             raise error
 
     async def aclose(self) -> None:
+        """Close every connection (open turns fail with a connection error) and the HTTP session. The provider
+        stays usable: a later turn connects again."""
         err = TTSConnectionError("nineninesix: the provider was closed")
         for turn in list(self._turns):
             if not turn.done:
                 turn.abort(err)  # a turn waiting to retry must not reconnect after this
-        await self.client.aclose()
+        await self.dialer.aclose()
         await self.http.aclose()

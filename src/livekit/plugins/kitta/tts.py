@@ -10,7 +10,7 @@ from livekit.agents.types import NOT_GIVEN, NotGivenOr
 from ttsbridge import providers
 from ttsbridge.cache import PhraseCache
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
-from ttsbridge.kitta.client import resolve_api_key
+from ttsbridge.kitta.catalog import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
@@ -67,9 +67,9 @@ class TTS(PluginTTS[KittaOptions]):
             tokenizer: sentence tokenizer for ``stream()``; default blingfire.
             text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
                 batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
-            client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
-                ``event_timeout``, ``standby_max_age``, ``limits``, the liveness checks ``ping_interval``,
-                ``ping_after_silence``, ``pong_timeout``: see ``KittaClient``...).
+            client_options: advanced settings (``auth="frame"``, ``max_retries``, ``event_timeout``,
+                ``standby_max_age``, ``limits``, and the connection settings by name: ``connect_timeout``, the
+                keepalive...: docs/kitta.md).
             phrase_cache: a :class:`ttsbridge.cache.PhraseCache` (see ``nineninesix.TTS``; docs/cache.md).
 
         Raises:
