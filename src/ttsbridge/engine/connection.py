@@ -125,7 +125,7 @@ class Connection:
         """Closed, and its socket gone (the close handshake is over, or there never was a socket)."""
         if not self.protocol.closed or self.connecting:
             return False
-        return self.socket is None or self.socket.lost.done() or (not self.socket.opened and self._closer is not None)
+        return self.socket is None or self.socket.lost.done()
 
     @property
     def age(self) -> float:
