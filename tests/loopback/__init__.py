@@ -53,6 +53,7 @@ from .server import (
     no_client_tasks_left,
     send,
 )
+from .silent import SilentServer
 
 __all__ = [
     "CHUNKS_PER_TURN",
@@ -69,6 +70,7 @@ __all__ = [
     "LoopbackServer",
     "Mutation",
     "Script",
+    "SilentServer",
     "client_tasks",
     "collect",
     "ignore_close",

@@ -93,6 +93,10 @@ class Connection:
         #: Why it ended: the error of its :class:`ConnectionFailed` (None while it runs).
         self.error: TTSBridgeError | None = None
         self._opening: asyncio.Task[TTSBridgeError | None] | None = None
+        self._connect_from = 0.0  # when the connect started ...
+        self._connect_by = 0.0  # ... and when it is over, opened or not (the one bound: see start)
+        self._connect_timer: asyncio.TimerHandle | None = None
+        self._overdue = False  # the bound cut the connect short
         self._open = False  # the handshake succeeded and the protocol accepted it
         self._ended = False  # the transport's end was handled
         self._lost_early = False  # it ended before the opening task saw the handshake's outcome
@@ -236,13 +240,31 @@ class Connection:
     # --- connect ------------------------------------------------------------------------------------------
 
     def start(self, timeout: float | None = None) -> None:
-        """Connect in the background (once): a turn may open on the connection at once; its frames wait in
-        the protocol until the socket is open. A connect that fails closes the protocol with its error
-        (:meth:`TurnProtocol.close`): the turn on it ends (or is retried) through its own events. ``timeout``
-        bounds the connect and the handshake (default ``connect_timeout``)."""
+        """Connect in the background: a turn may open on the connection at once; its frames wait in the
+        protocol until the socket is open. A connect that fails closes the protocol with its error
+        (:meth:`TurnProtocol.close`): the turn on it ends (or is retried) through its own events.
+
+        The one bound on opening a connection (DNS, TCP, the proxy, TLS and the HTTP upgrade): ``timeout``
+        seconds from now (a turn's own timeout), else ``connect_timeout``. Called again while it connects (a
+        turn takes a standby still connecting), a sooner bound replaces the later one."""
+        now = self._loop.time()
+        by = now + (self.settings.connect_timeout if timeout is None else timeout)
         if self._opening is None:
-            self._opening = self._loop.create_task(self._connect(timeout), name=f"{self.name}-connect")
+            self._connect_from, self._connect_by = now, by
+            self._opening = self._loop.create_task(self._connect(), name=f"{self.name}-connect")
+            self._connect_timer = self._loop.call_at(by, self._connect_overdue)
             self._arm()  # the protocol's own deadlines run while it connects (a turn's timeout)
+        elif self.connecting and by < self._connect_by:
+            self._connect_by = by
+            if self._connect_timer is not None:
+                self._connect_timer.cancel()
+            self._connect_timer = self._loop.call_at(by, self._connect_overdue)
+
+    def _connect_overdue(self) -> None:
+        self._connect_timer = None
+        if self.connecting and self._opening is not None:
+            self._overdue = True
+            self._opening.cancel()
 
     async def connect(self, timeout: float | None = None) -> None:
         """Connect and wait until open; raises the protocol's typed error of a failed connect (the protocol
@@ -271,20 +293,26 @@ class Connection:
         if self.protocol.closed and not self._open:
             raise TTSConnectionError(f"{self.name}: closed while connecting")
 
-    async def _connect(self, timeout: float | None) -> TTSBridgeError | None:
-        """The one bound on opening a connection (DNS, TCP, proxy, TLS and the upgrade): ``timeout`` (a turn's
-        own), else ``connect_timeout``. Returns the typed error of a failure (the protocol was closed with it)."""
+    async def _connect(self) -> TTSBridgeError | None:
+        """Open the socket within the bound :meth:`start` keeps. Returns the typed error of a failure (the
+        protocol was closed with it)."""
         proto = self.protocol
         req = proto.connect_request()
-        bound = self.settings.connect_timeout if timeout is None else timeout
         logger.debug("%s: connecting %s", self.name, req.safe_url)
         error: TTSBridgeError | None
         try:
-            await asyncio.wait_for(self._handshake(req), bound)
+            await self._handshake(req)
             assert self.socket is not None
             error = proto.handshake_accepted(self.socket.ws.subprotocol, self._loop.time())
-        except asyncio.TimeoutError:
-            error = proto.connect_failed("timeout", "", bound)
+        except asyncio.CancelledError:
+            if self.socket is not None:
+                self.socket.abort()
+            if not self._overdue:
+                raise  # closed while connecting
+            uncancel = getattr(asyncio.current_task(), "uncancel", None)  # (Python >= 3.11)
+            if uncancel is not None:
+                uncancel()
+            error = proto.connect_failed("timeout", "", self._connect_by - self._connect_from)
         except InvalidStatus as exc:
             response = exc.response
             error = proto.handshake_rejected(response.status_code, response.headers, response.body or b"")
@@ -297,11 +325,11 @@ class Connection:
                 else "network"
             )
             detail = f"{type(exc).__name__}: {redact(exc, req.secrets)}"
-            error = proto.connect_failed(kind, detail, bound)
-        except asyncio.CancelledError:
-            if self.socket is not None:
-                self.socket.abort()
-            raise
+            error = proto.connect_failed(kind, detail, self._connect_by - self._connect_from)
+        finally:
+            if self._connect_timer is not None:
+                self._connect_timer.cancel()
+                self._connect_timer = None
         if error is None:
             self._opened()
         else:

@@ -189,6 +189,7 @@ class StandbyDialer:
             if conn is not None:
                 self.hits += 1
                 self._gate = conn
+                conn.start(timeout)  # (still connecting: the turn's own bound holds for it too)
                 return conn, True
             self.misses += 1
         conn = self._new(turn_id)
