@@ -60,7 +60,9 @@ class ChirpTurnProvider(TurnProvider[ChirpOptions]):
     ) -> EngineTurn:
         opts = self._options.updated(**overrides) if overrides else self._options
         request = ChirpRequest(voice=opts.voice or "chirp", timeout=timeout)
-        turn = EngineTurn(self.dialer, request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate, timeout=timeout)
+        turn = EngineTurn(
+            self.dialer, request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate, timeout=timeout
+        )
         return await turn.open()
 
     async def aclose(self) -> None:

@@ -91,7 +91,9 @@ async def test_a_connection_goes_through_the_proxy_given_as_a_url() -> None:
         assert f"Proxy-Authorization: Basic {base64.b64encode(b'user:pa@ss').decode()}" in head
 
 
-async def test_the_proxy_is_read_from_the_environment_unless_it_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_proxy_is_read_from_the_environment_unless_it_is_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     async with ToyServer() as srv, ConnectProxy() as proxy:
         for name in ("no_proxy", "NO_PROXY", "ws_proxy", "socks_proxy", "https_proxy", "all_proxy"):
             monkeypatch.delenv(name, raising=False)

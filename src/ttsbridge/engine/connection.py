@@ -84,7 +84,12 @@ class Connection:
         self.keepalive = Keepalive(settings, protocol, self._send_ping, self._dead, loop.time, name=self.name)
         self.inbox = Inbox(self._handle, self._pause_reading, self._resume_reading)
         self.writer = Writer(
-            protocol, self.keepalive, self._lost_on_write, loop.time, timeout=settings.write_timeout, name=self.name
+            protocol,
+            self.keepalive,
+            self._lost_on_write,
+            loop.time,
+            timeout=settings.write_timeout,
+            name=self.name,
         )
         #: The pool replaced it: no new turn; closed once its turns are over.
         self.retired = False

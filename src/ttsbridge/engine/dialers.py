@@ -317,7 +317,9 @@ class StandbyDialer:
                 try:
                     conn = await self.pool.prefill(_STANDBY)
                 except Exception as exc:
-                    logger.warning("%s: cannot open a standby connection (%s); standby stopped", self.name, exc)
+                    logger.warning(
+                        "%s: cannot open a standby connection (%s); standby stopped", self.name, exc
+                    )
                     return
             if not conn.quiet:
                 # Still connecting (or the server still owes it its greeting): its age counts once it is warm,

@@ -27,7 +27,9 @@ Proxy = str | bool | None
 def _seconds(name: str, value: object, *, optional: bool = False) -> None:
     if value is None and optional:
         return
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0 and math.isfinite(value)
+    ok = (
+        not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0 and math.isfinite(value)
+    )
     if not ok:
         allowed = "a number of seconds > 0, or None (off)" if optional else "a number of seconds > 0"
         raise TTSInvalidOptionError(name, value, allowed)

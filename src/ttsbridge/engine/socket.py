@@ -59,7 +59,9 @@ class Socket(asyncio.Protocol):
     websockets' ``InvalidStatus`` / ``InvalidHandshake``, or the transport's end); :attr:`lost` when the
     transport is gone."""
 
-    def __init__(self, ws: ClientProtocol, owner: Owner, headers: Iterable[tuple[str, str]], user_agent: str) -> None:
+    def __init__(
+        self, ws: ClientProtocol, owner: Owner, headers: Iterable[tuple[str, str]], user_agent: str
+    ) -> None:
         self.ws = ws
         self.owner = owner
         self._headers = list(headers)
@@ -120,7 +122,11 @@ class Socket(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.ws.receive_eof()  # idempotent: the state becomes CLOSED
         if not self.handshake.done():
-            err = self.ws.handshake_exc or exc or ConnectionResetError("the connection closed during the handshake")
+            err = (
+                self.ws.handshake_exc
+                or exc
+                or ConnectionResetError("the connection closed during the handshake")
+            )
             self.handshake.set_exception(err)
             self.handshake.exception()  # retrieved here: the connect reports it (or was given up)
         if not self.lost.done():

@@ -126,7 +126,9 @@ async def open_transport(
     tls = ssl.create_default_context() if uri.secure else None
     hostname = uri.host if tls is not None else None
     if url is None:
-        _, protocol = await loop.create_connection(factory, uri.host, uri.port, ssl=tls, server_hostname=hostname)
+        _, protocol = await loop.create_connection(
+            factory, uri.host, uri.port, ssl=tls, server_hostname=hostname
+        )
         return protocol
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme.startswith("socks"):

@@ -89,7 +89,9 @@ class Writer:
         """Write what the protocol queued from a callback: one writer task. One already under way may have
         taken the queue before this frame was put in it: it writes once more."""
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._write_quietly(), name=f"{self.name}-writer")
+            self._task = asyncio.get_running_loop().create_task(
+                self._write_quietly(), name=f"{self.name}-writer"
+            )
         else:
             self._again = True
 

@@ -1,16 +1,8 @@
-"""Kitta as a :class:`ttsbridge.turns.TurnProvider`: its options, its typed request, which dialer, and its cache
-identity. Everything else is the engine's (docs/adding-a-provider.md).
-
-A v2 connection carries exactly one generation, so every turn needs connect + auth + ``start`` before its
-first text can go out: one turn = one Kitta session on its own connection, an
-:class:`~ttsbridge.engine.turn.EngineTurn` over the engine's :class:`~ttsbridge.engine.dialers.StandbyDialer`
-(a retry is a new session). With ``standby=True`` the dialer keeps one connection warm in the background:
-connected and ``authenticated``, but with no ``start``, so no server session and no request_id exist until a
-user opens a turn; the turn takes it and sends ``start`` with its own fresh request_id, so only ``start`` ->
-``ready`` remains on its path. An idle standby is replaced once it is ``standby_max_age`` seconds old (below the
-server's idle timeout); nothing is ever started while idle. The key travels only in the ``Authorization``
-header (or the in-band ``auth`` frame with ``auth="frame"``), never in a URL, and never reaches a log line.
-"""
+"""Kitta as a :class:`ttsbridge.turns.TurnProvider`: its options, its typed request, which dialer (the engine's
+:class:`~ttsbridge.engine.dialers.StandbyDialer`: one Kitta session per connection, a warm standby connected and
+``authenticated`` with no ``start``, so no session exists until a user opens a turn) and its cache identity;
+turns, connections and retries (planned by the protocol) are the engine's (docs/kitta.md). The key travels only
+in the ``Authorization`` header (or the ``auth`` frame), never in a URL, and never reaches a log line."""
 
 from __future__ import annotations
 
@@ -42,7 +34,11 @@ _MAX_RATE = 192_000
 
 
 def _check_rate(sample_rate: Any) -> int:
-    if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or not _MIN_RATE <= sample_rate <= _MAX_RATE:
+    if (
+        isinstance(sample_rate, bool)
+        or not isinstance(sample_rate, int)
+        or not _MIN_RATE <= sample_rate <= _MAX_RATE
+    ):
         raise TTSInvalidOptionError("sample_rate", sample_rate, f"an int between {_MIN_RATE} and {_MAX_RATE}")
     return sample_rate
 
@@ -169,7 +165,9 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         self._options = self._turn_options(options)  # the standby holds no start: it serves any options
 
     def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
-        options = self._turn_options(overrides)  # the wire rate is the server's: known once a session is ready
+        options = self._turn_options(
+            overrides
+        )  # the wire rate is the server's: known once a session is ready
         return {"model": options.model, "voice": options.voice_id, "wire_format": options.format}
 
     def cache_identity(self, *, sample_rate: int, **overrides: Any) -> dict[str, Any]:
@@ -189,7 +187,9 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         ``sample_rate`` is accepted for the interface and ignored: a session's rate is the server's."""
         await self.dialer.prewarm()
 
-    async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> EngineTurn:
+    async def open_turn(
+        self, *, sample_rate: int, timeout: float | None = None, **overrides: Any
+    ) -> EngineTurn:
         rate = _check_rate(sample_rate)
         options = self._turn_options(overrides)
         if self.dialer.closed:

@@ -1,16 +1,8 @@
-"""Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: its options, its typed request, which dialer, and its
-cache identity. Everything else is the engine's (docs/adding-a-provider.md).
-
-One turn = one server context on a pooled connection: the engine's :class:`~ttsbridge.engine.dialers.SharedDialer`
-keyed by output format (the API fixes the format per connection, so every context with the same format shares
-one socket, reused across turns, replaced before a server idle close and at once when it drops). The turn is an
-:class:`~ttsbridge.engine.turn.EngineTurn`: it decodes G.711, resamples from the wire rate to the caller's rate
-(asking the server for that rate when the API has it), and the protocol plans its retries (``concurrent_limit``
-on a fresh ``context_id``, replaying the turn's text, as long as no audio was delivered; a turn whose connection
-was lost before any of its requests was written; once, a turn whose connection died under it before any of its
-audio arrived). The API key travels in the URL (``?api_key=``) as the API requires; it never reaches a log
-line, an exception text or a repr.
-"""
+"""Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: its options, its typed request, which dialer (the
+engine's :class:`~ttsbridge.engine.dialers.SharedDialer`, one pooled connection per output format, which the API
+fixes per connection) and its cache identity; turns, connections and retries (planned by the protocol) are the
+engine's (docs/nineninesix.md). The API key travels in the URL (``?api_key=``) as the API requires; it never
+reaches a log line, an exception text or a repr."""
 
 from __future__ import annotations
 
@@ -96,7 +88,11 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         self._api_key = resolve_api_key(api_key)
         self.base_url = base_url
         self.http_base, _ = derive_urls(base_url)
-        self.cancel_ack, self.cancel_timeout, self.receive_timeout = cancel_ack, cancel_timeout, receive_timeout
+        self.cancel_ack, self.cancel_timeout, self.receive_timeout = (
+            cancel_ack,
+            cancel_timeout,
+            receive_timeout,
+        )
         self.concurrent_limit_retries = concurrent_limit_retries
         self.retry_backoff = retry_backoff
         self.wait_for_cancel_ack = wait_for_cancel_ack
@@ -144,7 +140,9 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
     def update_options(self, **options: Any) -> None:
         self._options = self._resolve(options)
 
-    async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> EngineTurn:
+    async def open_turn(
+        self, *, sample_rate: int, timeout: float | None = None, **overrides: Any
+    ) -> EngineTurn:
         """One context on the pooled connection for the turn's format (a fresh one per retry: the protocol
         plans them)."""
         opts = self._resolve(overrides)
@@ -182,7 +180,11 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
     async def prewarm(self, sample_rate: int | None = None) -> None:
         opts = self.options
         rate = opts.sample_rate or 22050
-        fmt = opts.output_format(sample_rate) if sample_rate else OutputFormat(encoding=opts.encoding, sample_rate=rate)
+        fmt = (
+            opts.output_format(sample_rate)
+            if sample_rate
+            else OutputFormat(encoding=opts.encoding, sample_rate=rate)
+        )
         await self.dialer.prewarm(fmt)
 
     def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> Synthesis:
@@ -207,7 +209,9 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         synthesis.hold(resampler.flush)  # given up mid-body (the caller's timeout): the filter's tail
         error: TTSBridgeError | None = None
         try:
-            async for pcm in self.http.tts_sse(text, fmt, model=opts.model, voice=opts.voice, language=opts.language):
+            async for pcm in self.http.tts_sse(
+                text, fmt, model=opts.model, voice=opts.voice, language=opts.language
+            ):
                 out = resampler.process(pcm)
                 if out:
                     yield out
