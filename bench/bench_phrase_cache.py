@@ -40,7 +40,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
 from livekit.plugins import nineninesix
-from ttsbridge.cache import PhraseCache
+from ttsbridge.cache import CachedProvider, PhraseCache
 from ttsbridge.emulator import TONE_VOICE_ID
 from ttsbridge.emulator.config import DEFAULT_API_KEY
 from ttsbridge.pipecat import NineninesixTTSService
@@ -242,8 +242,8 @@ async def run(rounds: int, base_url: str, redis_url: str | None, tmp: str) -> di
 
 
 async def cache_alone(rounds: int, redis_url: str | None, tmp: str) -> dict[str, list[float]]:
-    """The cache's own share of a hit: ``open_phrase`` (key, lookup, decoding) and the first chunk of the
-    turn, without a framework."""
+    """The cache's own share of a hit: ``CachedProvider.open_phrase`` (key, lookup, decoding) and the first
+    chunk of the turn, without a framework."""
     from ttsbridge.cache import PhraseEntry
     from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 
@@ -259,12 +259,13 @@ async def cache_alone(rounds: int, redis_url: str | None, tmp: str) -> dict[str,
         caches["Redis"] = PhraseCache.redis(redis_url, prefix="bench:alone:")
     out: dict[str, list[float]] = {}
     for name, cache in caches.items():
+        cached = CachedProvider(provider, cache)
         key = cache.key_for(provider, TEXT, sample_rate=RATE)
         assert key is not None and await cache.store(key, entry)
         times = out[f"cache alone, {name}"] = []
         for i in range(rounds + 10):
             t0 = time.perf_counter()
-            turn = await cache.open_turn(provider, TEXT, sample_rate=RATE)
+            turn = await cached.open_phrase(TEXT, sample_rate=RATE)
             await turn.send(TEXT)
             chunks = turn.__aiter__()
             await chunks.__anext__()

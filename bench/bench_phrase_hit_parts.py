@@ -21,7 +21,7 @@ from typing import Any
 from bench_phrase_cache import RATE, PipecatCase
 from pipecat.frames.frames import TTSAudioRawFrame
 
-from ttsbridge.cache import CachedTurn, PhraseCache
+from ttsbridge.cache import CachedProvider, CachedTurn, PhraseCache
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, EmulatorConfig
 
 STEPS = {
@@ -48,12 +48,13 @@ class Stamps:
 def instrument(stamps: Stamps, case: PipecatCase) -> None:
     """Wrap the hit's steps (this process only: the bench's objects are patched, nothing is kept)."""
     cache_cls: Any = PhraseCache
-    open_turn, lookup = cache_cls.open_turn, cache_cls.lookup
+    provider_cls: Any = CachedProvider
+    open_phrase, lookup = provider_cls.open_phrase, cache_cls.lookup
     send, iterate = CachedTurn.send, CachedTurn._iterate
 
-    async def open_turn_(self: Any, *a: Any, **k: Any) -> Any:
+    async def open_phrase_(self: Any, *a: Any, **k: Any) -> Any:
         stamps.mark("open")
-        turn = await open_turn(self, *a, **k)
+        turn = await open_phrase(self, *a, **k)
         stamps.mark("opened")
         return turn
 
@@ -73,7 +74,7 @@ def instrument(stamps: Stamps, case: PipecatCase) -> None:
             stamps.mark("chunk")
             yield chunk
 
-    cache_cls.open_turn, cache_cls.lookup = open_turn_, lookup_
+    provider_cls.open_phrase, cache_cls.lookup = open_phrase_, lookup_
     CachedTurn.send, CachedTurn._iterate = send_, iterate_  # type: ignore[method-assign]
     append = case.tts.append_to_audio_context
 

@@ -38,6 +38,7 @@ from pipecat.workers.runner import WorkerRunner
 from ttsbridge import providers
 from ttsbridge._redact import redact
 from ttsbridge.audio.wav import write_wav
+from ttsbridge.pipecat import build_service
 from ttsbridge.policy.usage import TurnUsage, UsageTotals
 from ttsbridge.providers import ProviderSpec
 
@@ -168,7 +169,7 @@ async def run_demo(
         token_delay_s: pause between LLM tokens, to mimic a real LLM's pace.
         timeout_s: bound on the whole run.
         provider: a registered provider (:data:`ttsbridge.providers.NAMES`; ``"nineninesix"`` by default):
-            its Pipecat WebSocket service (the spec's ``pipecat_service``).
+            its Pipecat WebSocket service (:func:`ttsbridge.pipecat.build_service`).
         **tts_kwargs: more service arguments (``text_aggregation_mode``...).
 
     Returns:
@@ -181,9 +182,8 @@ async def run_demo(
     text = text if text and text.strip() else DEMO_TEXT
     target = await _Target.open(spec, base_url, api_key, voice)
     try:
-        tts = spec.pipecat_service(
-            target.api_key, base_url=target.base_url, voice=target.voice, encoding=encoding, **tts_kwargs
-        )
+        key, url = target.api_key, target.base_url
+        tts = build_service(provider, key, base_url=url, voice=target.voice, encoding=encoding, **tts_kwargs)
         usages: list[TurnUsage] = []
 
         @tts.event_handler("on_turn_usage")

@@ -6,12 +6,14 @@
     provider = spec.turn_provider(os.environ.get(spec.key_env), base_url=spec.default_base_url, voice="v1")
 
 The command line (``ttsbridge say|voices|demo``), the demo and the usage ledger's :func:`billing_rule` find
-a provider here instead of naming each one; nothing outside a provider's package and this module names a
-provider. A spec's facts are read from the provider's own package (its key variable, base URL, options model
-and billing rule live there), so :data:`NAMES` is cheap and :func:`get` imports one provider package, the
-first time it is asked for. The Pipecat service factory imports Pipecat only when it is called (the
-``pipecat`` extra). The emulator, the independent oracle, keeps its own wiring by the same names
-(:meth:`ttsbridge.emulator.Emulator.api_key_for`): it never imports a client package.
+a provider here instead of naming each one; nothing outside a provider's package, its thin framework classes
+and this module names a provider. A spec's facts are read from the provider's own package (its display name,
+key variable, base URL, options model and billing rule live there), so :data:`NAMES` is cheap and
+:func:`get` imports one provider package, the first time it is asked for. The registry sits below the
+framework adapters and names none of them: a framework that builds its service by provider name keeps that
+map itself (Pipecat: :func:`ttsbridge.pipecat.build_service`). The emulator, the independent oracle, keeps
+its own wiring by the same names (:meth:`ttsbridge.emulator.Emulator.api_key_for`): it never imports a client
+package.
 
 Adding a provider: docs/adding-a-provider.md.
 """
@@ -40,14 +42,6 @@ class TurnProviderFactory(Protocol):
         ...
 
 
-class PipecatServiceFactory(Protocol):
-    def __call__(
-        self, api_key: str | None, *, base_url: str, voice: str | None, encoding: str, **kwargs: Any
-    ) -> Any:
-        """The provider's Pipecat WebSocket TTS service (``kwargs``: more service arguments)."""
-        ...
-
-
 #: ``list_voices(api_key, base_url)``: the voices of the account, as the API lists them.
 VoiceLister = Callable[[str | None, str], Awaitable[list[dict[str, Any]]]]
 
@@ -58,7 +52,7 @@ class ProviderSpec:
 
     #: The registry key: ``TurnProvider.provider``, ``TurnUsage.provider``, ``--provider``.
     name: str
-    #: For people and metrics (LiveKit's ``TTS.provider``): ``"Nineninesix"``.
+    #: For people (the command line's messages): ``"Nineninesix"`` (``<provider>.models.DISPLAY_NAME``).
     display_name: str
     #: Where the key is read from when none is given.
     key_env: str
@@ -70,7 +64,6 @@ class ProviderSpec:
     #: The API has a server-side default voice (else a voice id is required).
     has_default_voice: bool
     turn_provider: TurnProviderFactory
-    pipecat_service: PipecatServiceFactory
     #: None: the API has no voice listing.
     list_voices: VoiceLister | None = None
 
@@ -78,7 +71,7 @@ class ProviderSpec:
 def _nineninesix() -> ProviderSpec:
     from ttsbridge.nineninesix.billing import NINENINESIX
     from ttsbridge.nineninesix.catalog import API_KEY_ENV
-    from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions
+    from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DISPLAY_NAME, NineninesixOptions
     from ttsbridge.nineninesix.provider import NineninesixTurnProvider
 
     def turn_provider(
@@ -91,14 +84,6 @@ def _nineninesix() -> ProviderSpec:
             fields["voice"] = voice
         return NineninesixTurnProvider(api_key, base_url=base_url, options=NineninesixOptions(**fields))
 
-    def pipecat_service(
-        api_key: str | None, *, base_url: str, voice: str | None, encoding: str, **kwargs: Any
-    ) -> Any:
-        from ttsbridge.pipecat.nineninesix import NineninesixTTSService
-
-        settings = NineninesixTTSService.Settings(voice=voice) if voice else None
-        return NineninesixTTSService(api_key, base_url=base_url, encoding=encoding, settings=settings, **kwargs)
-
     async def list_voices(api_key: str | None, base_url: str) -> list[dict[str, Any]]:
         from ttsbridge.nineninesix.http import NineninesixHTTP
 
@@ -110,14 +95,13 @@ def _nineninesix() -> ProviderSpec:
 
     return ProviderSpec(
         name=NINENINESIX.provider,
-        display_name="Nineninesix",
+        display_name=DISPLAY_NAME,
         key_env=API_KEY_ENV,
         default_base_url=DEFAULT_BASE_URL,
         billing=NINENINESIX,
         options=NineninesixOptions,
         has_default_voice=True,
         turn_provider=turn_provider,
-        pipecat_service=pipecat_service,
         list_voices=list_voices,
     )
 
@@ -125,7 +109,7 @@ def _nineninesix() -> ProviderSpec:
 def _kitta() -> ProviderSpec:
     from ttsbridge.kitta.billing import KITTA
     from ttsbridge.kitta.catalog import API_KEY_ENV
-    from ttsbridge.kitta.models import DEFAULT_BASE_URL, KittaOptions
+    from ttsbridge.kitta.models import DEFAULT_BASE_URL, DISPLAY_NAME, KittaOptions
     from ttsbridge.kitta.provider import KittaTurnProvider
 
     def turn_provider(
@@ -133,24 +117,15 @@ def _kitta() -> ProviderSpec:
     ) -> KittaTurnProvider:  # the wire is always PCM: no encoding to choose
         return KittaTurnProvider(api_key, base_url=base_url, options=KittaOptions(voice_id=voice))
 
-    def pipecat_service(
-        api_key: str | None, *, base_url: str, voice: str | None, encoding: str, **kwargs: Any
-    ) -> Any:
-        from ttsbridge.pipecat.kitta import KittaTTSService
-
-        settings = KittaTTSService.Settings(voice=voice)
-        return KittaTTSService(api_key, base_url=base_url, settings=settings, **kwargs)
-
     return ProviderSpec(
         name=KITTA.provider,
-        display_name="Kitta",
+        display_name=DISPLAY_NAME,
         key_env=API_KEY_ENV,
         default_base_url=DEFAULT_BASE_URL,
         billing=KITTA,
         options=KittaOptions,
         has_default_voice=False,
         turn_provider=turn_provider,
-        pipecat_service=pipecat_service,
     )
 
 

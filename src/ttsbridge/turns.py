@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import functools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, Literal, TypeVar
 
 from ttsbridge._options import ProviderOptions
@@ -156,6 +155,22 @@ class Turn(abc.ABC):
         (:meth:`ttsbridge.policy.words.WordClock.complete_text`)."""
         return []
 
+    def add_done_callback(self, fn: Callable[[Turn], None]) -> None:
+        """Call ``fn(self)`` once the turn's end is known: all its audio has been received (the iterator may
+        still hold some of it), or it failed or was cancelled. The adapters end a hold while ahead of playback
+        there, so that a turn's end (and the next turn, which plays after it) never waits for a hold meant for
+        later chunks. The default never calls: a turn that cannot tell has its holds run their course."""
+        del fn
+
+    @abc.abstractmethod
+    def take_ready(self, max_bytes: int) -> bytes:
+        """The audio already received and not yet yielded, behind the chunk just yielded: at most
+        ``max_bytes`` (whole samples) at :attr:`sample_rate`, in order, without waiting; ``b""`` when none is
+        queued, before the first chunk, once cancelled, and after the iteration ended. Synchronous: it never
+        waits, raises, or consumes the turn's end or error (the iterator reports those). The adapters join it
+        to the chunk they just read, and read it after a hold while safely ahead of playback
+        (:mod:`ttsbridge.policy.chunks`)."""
+
     def take_received(self) -> bytes:
         """The turn is being given up after audio (the adapter's own timeout: the server stalled): the audio
         already received and not yet yielded, with the resampler's tail, at the turn's rate, so that none of
@@ -206,9 +221,6 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
 
     #: Short provider name (``"nineninesix"``, ``"kitta"``), used in logs and metrics.
     provider: str = ""
-    #: The :class:`ttsbridge.cache.PhraseCache` serving this provider's whole known texts, or None (see
-    #: :meth:`use_phrase_cache`).
-    phrase_cache: Any = None
 
     @property
     @abc.abstractmethod
@@ -268,40 +280,6 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
         rate); never a secret (the account is a digest: :func:`ttsbridge.cache.keys.account_scope`). None: the
         provider's audio cannot be cached (the default). Raises like :meth:`open_turn` for a bad override."""
         return None
-
-    def use_phrase_cache(self, cache: Any) -> None:
-        """Serve whole texts known before the first send from ``cache`` (a :class:`ttsbridge.cache.PhraseCache`,
-        or None to stop): :meth:`synthesize` and :meth:`open_phrase` look the text up first; a miss renders live
-        and is stored once it completed cleanly. :meth:`open_turn` (text still to come) is never cached."""
-        self.phrase_cache = cache
-        if cache is None:
-            self.__dict__.pop("synthesize", None)
-        else:
-            self.synthesize = functools.partial(cache.synthesize, self)  # type: ignore[method-assign]
-
-    async def open_phrase(
-        self,
-        text: str,
-        *,
-        sample_rate: int,
-        segments: Sequence[str] | None = None,
-        timeout: float | None = None,
-        **overrides: Any,
-    ) -> Turn:
-        """A turn for ``text``, whose whole text is known before anything is sent (a ``TTSSpeakFrame``, a
-        ``say()``): from the phrase cache when it holds it, else a live turn (stored once it completed cleanly).
-        The caller sends ``segments`` (default ``[text]``: how the text will be sent, which changes the audio)
-        and ends the turn as usual. Without a phrase cache this is :meth:`open_turn`."""
-        cache = self.phrase_cache
-        if cache is None:
-            return await self.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
-        return await cache.open_turn(
-            self, text, sample_rate=sample_rate, segments=segments, timeout=timeout, **overrides
-        )
-
-    def synthesize_live(self, text: str, *, sample_rate: int, **overrides: Any) -> AsyncIterator[bytes]:
-        """:meth:`synthesize` never served from (nor stored in) the phrase cache: for text an LLM streams."""
-        return type(self).synthesize(self, text, sample_rate=sample_rate, **overrides)
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
         """Open what the next turn will need (a connection, a standby session) ahead of time.

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer, free_port
 
-from ttsbridge.cache import MemoryBackend, PhraseCache, PhraseEntry, SQLiteBackend
+from ttsbridge.cache import CachedProvider, MemoryBackend, PhraseCache, PhraseEntry, SQLiteBackend
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 
@@ -35,16 +35,12 @@ def entry(n: int, text: str = "x") -> PhraseEntry:
     return PhraseEntry(text=text, sample_rate=RATE, pcm=b"\x01\x02" * n, provider="test")
 
 
-def provider(emu: Emulator, cache: PhraseCache | None) -> NineninesixTurnProvider:
-    return NineninesixTurnProvider(
-        emu.api_key,
-        base_url=emu.base_url,
-        options=NineninesixOptions(voice=TONE_VOICE_ID),
-        phrase_cache=cache,
-    )
+def provider(emu: Emulator, cache: PhraseCache) -> CachedProvider[NineninesixOptions]:
+    options = NineninesixOptions(voice=TONE_VOICE_ID)
+    return CachedProvider(NineninesixTurnProvider(emu.api_key, base_url=emu.base_url, options=options), cache)
 
 
-async def speak(p: NineninesixTurnProvider, text: str = TEXT) -> bytes:
+async def speak(p: CachedProvider[NineninesixOptions], text: str = TEXT) -> bytes:
     return b"".join([c async for c in p.synthesize(text, sample_rate=RATE)])
 
 
@@ -136,7 +132,7 @@ async def test_sqlite_holds_its_bound_and_keeps_the_newest(tmp_path: Path) -> No
 CHILD = textwrap.dedent(
     """
     import asyncio, json, sys
-    from ttsbridge.cache import PhraseCache, PhraseEntry
+    from ttsbridge.cache import CachedProvider, PhraseCache, PhraseEntry
     from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 
     async def main(kind, where, base_url, api_key, voice, text, store_n):
@@ -148,9 +144,8 @@ CHILD = textwrap.dedent(
                 ok = await cache.store(f"{sys.argv[8]}-{n}", PhraseEntry(text="x", sample_rate=24000, pcm=pcm))
                 assert ok, n
         else:
-            p = NineninesixTurnProvider(
-                api_key, base_url=base_url, options=NineninesixOptions(voice=voice), phrase_cache=cache
-            )
+            options = NineninesixOptions(voice=voice)
+            p = CachedProvider(NineninesixTurnProvider(api_key, base_url=base_url, options=options), cache)
             s = p.synthesize(text, sample_rate=24000)
             pcm = b"".join([c async for c in s])
             await p.aclose()

@@ -1,4 +1,4 @@
-"""The phrase cache on the framework-free providers (``phrase_cache=``), against the emulator: a hit sends
+"""The phrase cache on the framework-free providers (wrapped: ``CachedProvider``), against the emulator: a hit sends
 nothing (the emulator's request log), plays the live render's samples and bills nothing; a miss is stored
 only when it completed cleanly; changing a keyed setting misses; ``warm()`` and ``ttsbridge cache warm``."""
 
@@ -10,31 +10,33 @@ from typing import Any
 
 import pytest
 
-from ttsbridge.cache import CachedTurn, PhraseCache, RecordingTurn
+from ttsbridge.cache import CachedProvider, CachedTurn, PhraseCache, RecordingTurn
 from ttsbridge.cli import main
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator, Fault
-from ttsbridge.errors import TTSBridgeError
+from ttsbridge.errors import TTSBridgeError, TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
+from ttsbridge.turns import Turn, TurnProvider
 
 TEXT = "Hello! How can I help?"
 RATE = 24000
 WAIT = 10.0
 
 
-def nns(emu: Emulator, cache: PhraseCache | None, **options: Any) -> NineninesixTurnProvider:
+def cached(provider: TurnProvider[Any], cache: PhraseCache | None) -> Any:
+    """``provider`` through ``cache`` (a :class:`CachedProvider` around it), or itself without one."""
+    return provider if cache is None else CachedProvider(provider, cache)
+
+
+def nns(emu: Emulator, cache: PhraseCache | None, **options: Any) -> Any:
     opts = NineninesixOptions(voice=TONE_VOICE_ID, **options)
-    return NineninesixTurnProvider(emu.api_key, base_url=emu.base_url, options=opts, phrase_cache=cache)
+    return cached(NineninesixTurnProvider(emu.api_key, base_url=emu.base_url, options=opts), cache)
 
 
-def kitta(emu: Emulator, cache: PhraseCache | None) -> KittaTurnProvider:
-    return KittaTurnProvider(
-        emu.config.kitta.a_valid_key(),
-        base_url=emu.base_url,
-        options=KittaOptions(voice_id=TONE_VOICE_ID),
-        standby=False,
-        phrase_cache=cache,
-    )
+def kitta(emu: Emulator, cache: PhraseCache | None) -> Any:
+    key = emu.config.kitta.a_valid_key()
+    options = KittaOptions(voice_id=TONE_VOICE_ID)
+    return cached(KittaTurnProvider(key, base_url=emu.base_url, options=options, standby=False), cache)
 
 
 def requests(emu: Emulator) -> int:
@@ -91,6 +93,10 @@ async def test_a_phrase_turn_hit_is_a_turn_that_sends_nothing(emu: Emulator, mak
     finally:
         await p.aclose()
     assert isinstance(first, RecordingTurn) and isinstance(second, CachedTurn)
+    assert isinstance(first, Turn) and isinstance(second, Turn)  # what the adapters are typed against
+    inner = first.inner  # a recording is the live turn's facts, not a copy of them
+    assert (first.id, first.retries, first.outcome) == (inner.id, inner.retries, inner.outcome)
+    assert first.usage == inner.usage and first.sample_rate == inner.sample_rate == RATE
     assert hit == live
     assert second.outcome == "done" and second.done and second.error is None
     assert second.usage.characters_billed == 0 and first.usage.characters_billed > 0
@@ -121,6 +127,18 @@ async def test_a_text_that_differs_only_in_inner_whitespace_is_rendered_live(
     finally:
         await p.aclose()
         await live_p.aclose()
+
+
+async def test_a_cached_provider_wraps_a_provider_and_a_phrase_cache(emu: Emulator) -> None:
+    live = NineninesixTurnProvider(emu.api_key, base_url=emu.base_url)
+    with pytest.raises(TTSInvalidOptionError, match="cache"):
+        CachedProvider(live, object())  # type: ignore[arg-type]
+    with pytest.raises(TTSInvalidOptionError, match="provider"):
+        CachedProvider(object(), PhraseCache.memory())  # type: ignore[arg-type]
+    p = CachedProvider(live, PhraseCache.memory())
+    p.update_options(voice="another-voice")  # the options are the wrapped provider's: one place
+    assert live.options.voice == p.options.voice == "another-voice" and p.provider == "nineninesix"
+    await p.aclose()  # closes the wrapped provider
 
 
 async def test_open_turn_is_never_cached(emu: Emulator) -> None:

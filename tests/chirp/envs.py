@@ -46,8 +46,13 @@ class Env:
         return self.spec.turn_provider(self.api_key, base_url=base_url or self.base_url, voice=self.voice)
 
     def pipecat(self) -> Any:
-        return self.spec.pipecat_service(
-            self.api_key, base_url=self.base_url, voice=self.voice, encoding="pcm_s16le", sample_rate=RATE
+        from chirp import services  # (imports Pipecat: only the Pipecat suite asks for a service)
+        from ttsbridge.pipecat import build_service
+
+        services.register()  # beside the built-in providers' (idempotent)
+        url, voice = self.base_url, self.voice
+        return build_service(
+            self.name, self.api_key, base_url=url, voice=voice, encoding="pcm_s16le", sample_rate=RATE
         )
 
 

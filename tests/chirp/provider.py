@@ -73,15 +73,10 @@ def _spec() -> providers.ProviderSpec:
     def turn_provider(api_key: Any, *, base_url: str, voice: Any = None, encoding: Any = None) -> Any:
         return ChirpTurnProvider(base_url, options=ChirpOptions(voice=voice or "chirp"))
 
-    def pipecat_service(api_key: Any, *, base_url: str, voice: Any, encoding: str, **kw: Any) -> Any:
-        from chirp.services import ChirpTTSService
-
-        return ChirpTTSService(turn_provider(api_key, base_url=base_url, voice=voice), **kw)
-
     return providers.ProviderSpec(
         name="chirp", display_name="Chirp", key_env="CHIRP_API_KEY", default_base_url="ws://127.0.0.1/chirp",
         billing=CHIRP, options=ChirpOptions, has_default_voice=True,
-        turn_provider=turn_provider, pipecat_service=pipecat_service,
+        turn_provider=turn_provider,
     )  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""Chirp's framework classes, thin: the shared Pipecat service and LiveKit TTS over its provider."""
+"""Chirp's framework classes, thin: the shared Pipecat service over its provider, and its entry in Pipecat's
+side of the registry (:func:`ttsbridge.pipecat.build_service`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 from pipecat.services.settings import TTSSettings
 
-from chirp.provider import ChirpTurnProvider
-from ttsbridge.pipecat._ws import TurnTTSService
+from chirp.provider import ChirpOptions, ChirpTurnProvider
+from ttsbridge.pipecat import TurnTTSService, register_service
 
 
 class ChirpTTSService(TurnTTSService):
@@ -17,3 +18,13 @@ class ChirpTTSService(TurnTTSService):
 
     def _provider_options(self) -> dict[str, Any]:
         return {"voice": self._settings.voice}
+
+
+def make_service(api_key: Any, *, base_url: str, voice: Any, encoding: str, **kwargs: Any) -> ChirpTTSService:
+    provider = ChirpTurnProvider(base_url, options=ChirpOptions(voice=voice or "chirp"))
+    return ChirpTTSService(provider, **kwargs)
+
+
+def register() -> None:
+    """Chirp's Pipecat service by name, as a provider package's Pipecat module would add it."""
+    register_service("chirp", make_service)

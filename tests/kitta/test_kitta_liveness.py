@@ -73,7 +73,7 @@ async def test_a_silent_session_fails_its_turn_at_once_under_one_request_id_and_
             await prov.aclose()
 
 
-def test_the_liveness_knobs_reach_the_client_from_every_surface() -> None:
+async def test_the_liveness_knobs_reach_the_client_from_every_surface() -> None:
     from livekit.plugins import kitta
     from ttsbridge.pipecat import KittaTTSService
 
@@ -83,8 +83,9 @@ def test_the_liveness_knobs_reach_the_client_from_every_surface() -> None:
                          provider_options=dict(knobs))  # fmt: skip
     fw = KittaTurnProvider(KEY, options=OPTS, standby=False, **knobs)
     for prov in (lk._provider_impl, pc._provider, fw):
-        settings = prov.dialer.settings
+        settings = prov.dialer.settings  # this loop's dialer (shared by the three: the same settings)
         assert (settings.ping_interval, settings.ping_after_silence, settings.pong_timeout) == (2.5, 0.7, 0.9)
+        await prov.aclose()
 
 
 @pytest.mark.parametrize(

@@ -224,7 +224,8 @@ def test_server_text_echoing_the_key_is_masked(tone_options: Any) -> None:
 
 
 async def test_the_provider_masks_its_key_in_server_texts(make_provider: MakeProvider, kitta_key: str) -> None:
-    proto = make_provider(standby=False)._protocol("r3")
+    provider = make_provider(standby=False)
+    proto = provider.endpoint.protocol(provider.options.start_request(), "r3")
     assert proto.secrets == (kitta_key,)
     assert kitta_key not in repr(proto)
 

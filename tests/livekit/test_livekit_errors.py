@@ -302,7 +302,7 @@ async def test_synthesize_with_livekits_shared_http_session(emu: Emulator) -> No
     async with http_context.open() as session:
         t = make_tts(emu)
         try:
-            assert t.turn_provider.http._get_session() is session  # type: ignore[attr-defined]
+            assert await t.turn_provider.http.session() is session  # type: ignore[attr-defined]
             events = await run_synthesize(t, S2)
         finally:
             await t.aclose()

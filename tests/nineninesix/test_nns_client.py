@@ -107,6 +107,7 @@ async def test_many_turns_share_one_pooled_connection(emu: Emulator) -> None:
         turn = await provider.open_turn(sample_rate=24000)
         assert turn.connection_reused  # pooled: no handshake for this turn
         await turn.cancel()
+        assert provider.dialer.opened == 1
     finally:
         await provider.aclose()
     for pcm, s in ((a, S1), (b, S2), (c, S3)):
@@ -114,7 +115,6 @@ async def test_many_turns_share_one_pooled_connection(emu: Emulator) -> None:
             tone_frequency(s), rel=0.01
         )
     assert emu.stats.ws_connections == 1
-    assert provider.dialer.opened == 1
 
 
 async def test_first_turn_pays_the_handshake_prewarm_takes_it_off(emu: Emulator) -> None:

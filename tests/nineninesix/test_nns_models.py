@@ -65,10 +65,12 @@ def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "fromenv" not in repr(NineninesixTurnProvider())
 
 
-def test_key_never_in_repr() -> None:
+async def test_key_never_in_repr() -> None:
     key = "sk_996_supersecretvalue_0123456789"
     provider = NineninesixTurnProvider(api_key=key)
-    protocol = provider._protocol(NineninesixOptions().output_format(24000))
-    for obj in (provider, provider.dialer.pool, provider.http, protocol, protocol.connect_request()):
+    protocol = provider.endpoint.protocol(NineninesixOptions().output_format(24000))
+    for obj in (provider, provider.dialer, provider.dialer.pool, provider.http, provider._dialers, protocol):
         assert "supersecret" not in repr(obj)
+    assert "supersecret" not in repr(provider.endpoint) and "supersecret" not in repr(protocol.connect_request())
     assert "supersecret" in protocol.connect_request().url  # the spec puts it there; it must stay out of logs
+    await provider.aclose()

@@ -143,7 +143,7 @@ class _SlowConsumer:
             self.taken.append((len(out), turn.outcome == "cancelled"))
             return out
 
-        turn.take_ready = take_ready  # type: ignore[method-assign]  # what the adapter's getattr finds
+        turn.take_ready = take_ready  # type: ignore[method-assign]  # what the adapter reads off the turn
         self.turns.append(turn)
         return turn
 

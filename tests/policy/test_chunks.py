@@ -1,4 +1,4 @@
-"""``joiner``: queued PCM joined to the chunk just read, bounded, and only when the turn offers it."""
+"""``joiner``: queued PCM joined to the chunk just read, bounded, and only when it fits."""
 
 from __future__ import annotations
 
@@ -25,11 +25,10 @@ def test_joins_queued_pcm_up_to_the_bound() -> None:
     assert turn.asked == [300]
 
 
-def test_a_full_chunk_or_a_turn_without_take_ready_is_left_alone() -> None:
+def test_a_full_chunk_is_left_alone() -> None:
     turn = _Queued(b"\x01" * 10)
     assert joiner(turn, rate=1000, coalesce_s=0.2)(b"\x00" * 400) == b"\x00" * 400
     assert turn.asked == []
-    assert joiner(object(), rate=1000, coalesce_s=0.2)(b"\x00" * 4) == b"\x00" * 4
 
 
 def test_nothing_queued_returns_the_chunk() -> None:

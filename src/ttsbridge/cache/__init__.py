@@ -1,10 +1,11 @@
 """A phrase cache: greetings and fixed prompts spoken at once and billed once, shared by every process of a
 fleet (docs/cache.md).
 
-    from ttsbridge.cache import PhraseCache
+    from ttsbridge.cache import CachedProvider, PhraseCache
 
     cache = PhraseCache.sqlite("/var/cache/agent/phrases.db", max_bytes=256 << 20)   # or .memory() / .redis(url)
     tts = nineninesix.TTS(voice=..., phrase_cache=cache)                             # any surface: phrase_cache=
+    provider = CachedProvider(NineninesixTurnProvider(options=...), cache)           # no framework: wrap it
     await cache.warm(tts, ["Hello! How can I help?", "Goodbye!"])                    # e.g. in prewarm_fnc
 """
 
@@ -14,6 +15,7 @@ from ttsbridge.cache.backends import CacheBackend, MemoryBackend, RedisBackend, 
 from ttsbridge.cache.entry import PhraseEntry
 from ttsbridge.cache.keys import account_scope, normalise_text, phrase_key
 from ttsbridge.cache.phrase import CacheStats, PhraseCache
+from ttsbridge.cache.provider import CachedProvider
 from ttsbridge.cache.synthesis import PhraseSynthesis
 from ttsbridge.cache.turn import CachedTurn, RecordingTurn
 from ttsbridge.cache.warm import WarmReport
@@ -21,6 +23,7 @@ from ttsbridge.cache.warm import WarmReport
 __all__ = [
     "CacheBackend",
     "CacheStats",
+    "CachedProvider",
     "CachedTurn",
     "MemoryBackend",
     "PhraseCache",

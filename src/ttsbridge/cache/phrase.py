@@ -22,11 +22,9 @@ from ttsbridge.cache.backends import (
 )
 from ttsbridge.cache.entry import PhraseEntry
 from ttsbridge.cache.keys import normalise_text, phrase_key
-from ttsbridge.cache.synthesis import PhraseSynthesis
-from ttsbridge.cache.turn import CachedTurn, RecordingTurn
 from ttsbridge.cache.warm import Progress, WarmReport, warm_phrases
 from ttsbridge.errors import TTSInvalidOptionError
-from ttsbridge.turns import Turn, TurnProvider
+from ttsbridge.turns import TurnProvider
 
 __all__ = ["CacheStats", "PhraseCache"]
 
@@ -52,9 +50,10 @@ class CacheStats:
 class PhraseCache:
     """Whole utterances, rendered once and served from then on: greetings, fixed prompts, the goodbye.
 
-    Give it to any surface as ``phrase_cache=`` (one cache may serve many services). A text known before its
-    first send (Pipecat ``TTSSpeakFrame``, LiveKit ``say()`` / ``synthesize()``, a provider's
-    ``synthesize()``) is looked up under a key of everything that changes its audio
+    Give it to any framework surface as ``phrase_cache=`` (one cache may serve many services), or wrap a
+    provider in it: :class:`~ttsbridge.cache.CachedProvider`. A text known before its first send (Pipecat
+    ``TTSSpeakFrame``, LiveKit ``say()`` / ``synthesize()``, a cached provider's ``synthesize()`` and
+    ``open_phrase()``) is looked up under a key of everything that changes its audio
     (:meth:`TurnProvider.cache_identity` and the normalised text); a hit is a :class:`CachedTurn` (no
     request, nothing billed), a miss renders live and is stored once it completed cleanly. A failing backend
     (file locked, Redis down) makes lookups misses and stores no-ops, with one warning per outage; it is
@@ -299,47 +298,6 @@ class PhraseCache:
             wire_format=wire_format,
             created=time.time(),
         )
-
-    async def open_turn(
-        self,
-        provider: TurnProvider,
-        text: str,
-        *,
-        sample_rate: int,
-        segments: Sequence[str] | None = None,
-        timeout: float | None = None,
-        **overrides: Any,
-    ) -> Turn:
-        """A turn for ``text`` (see :meth:`TurnProvider.open_phrase`): a :class:`CachedTurn` on a hit, else the
-        provider's live turn wrapped in a :class:`RecordingTurn` (a plain live turn when the provider cannot be
-        cached). The caller sends ``segments`` (default ``[text]``) and ends the turn as usual."""
-        key = self.key_for(provider, text, sample_rate=sample_rate, segments=segments, **overrides)
-        if key is None or not text.strip():
-            return await provider.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
-        entry = await self.lookup(key)
-        if entry is not None and entry.sample_rate == sample_rate:
-            self._count(hit=True)
-            return CachedTurn(entry, sample_rate=sample_rate, provider=provider.provider)
-        self._count(hit=False)
-        inner = await provider.open_turn(sample_rate=sample_rate, timeout=timeout, **overrides)
-        turn: RecordingTurn
-
-        def complete(pcm: bytes) -> None:
-            self._store_later(key, self._entry(text, sample_rate, pcm, provider.provider, turn.wire_format))
-
-        turn = RecordingTurn(
-            inner,
-            segments=[text] if segments is None else segments,
-            on_complete=complete,
-            max_bytes=self.max_entry_bytes,
-        )
-        return turn
-
-    def synthesize(
-        self, provider: TurnProvider, text: str, *, sample_rate: int, **overrides: Any
-    ) -> PhraseSynthesis:
-        """``provider.synthesize(text)`` through the cache (what a provider with ``phrase_cache=`` does)."""
-        return PhraseSynthesis(self, provider, text, sample_rate, overrides)
 
     async def warm(
         self,

@@ -1,4 +1,5 @@
-"""A provider's ``synthesize(text)`` through the phrase cache: :class:`PhraseSynthesis`."""
+"""A provider's ``synthesize(text)`` through the phrase cache: :class:`PhraseSynthesis` (what
+:meth:`CachedProvider.synthesize <ttsbridge.cache.CachedProvider.synthesize>` returns)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ __all__ = ["PhraseSynthesis"]
 
 
 class PhraseSynthesis(Synthesis):
-    """``provider.synthesize(text)`` through the cache: a :class:`~ttsbridge.turns.Synthesis` (its
-    ``take_received`` is the live synthesis' on a miss, so a caller that gives a miss up after audio loses
+    """``provider.synthesize(text)`` (``provider``: the live one) through the cache: a
+    :class:`~ttsbridge.turns.Synthesis` (its ``take_received`` is the live synthesis' on a miss, so a caller that gives a miss up after audio loses
     none of it). ``cache`` says ``"hit"`` or ``"miss"`` once the first chunk was asked for (None: the provider
     cannot be cached); ``usage`` is the hit's (nothing billed), None for a miss."""
 
@@ -45,16 +46,14 @@ class PhraseSynthesis(Synthesis):
         await super().aclose()
 
     @contextlib.asynccontextmanager
-    async def _live(self) -> AsyncIterator[AsyncIterator[bytes]]:
+    async def _live(self) -> AsyncIterator[Synthesis]:
         """The live synthesis, closed with this one (its response released at once, not when collected)."""
-        live = self._provider.synthesize_live(self._text, sample_rate=self._rate, **self._overrides)
-        self.hold(getattr(live, "take_received", None))  # given up mid-way: what the live synthesis holds
+        live = self._provider.synthesize(self._text, sample_rate=self._rate, **self._overrides)
+        self.hold(live.take_received)  # given up mid-way: what the live synthesis holds
         try:
             yield live
         finally:
-            close = getattr(live, "aclose", None)
-            if close is not None:
-                await close()
+            await live.aclose()
 
     async def _run(self) -> AsyncIterator[bytes]:
         cache, provider, text, rate = self._cache, self._provider, self._text, self._rate

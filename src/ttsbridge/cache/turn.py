@@ -2,8 +2,8 @@
 usual path (frames, resampling done, word timing, barge-in, metrics) without knowing where audio came from:
 
 * :class:`CachedTurn` (a hit): serves a stored utterance; sends nothing anywhere, bills nothing.
-* :class:`RecordingTurn` (a miss): the provider's live turn, unchanged, whose audio is kept and handed to the
-  cache once the turn completed cleanly (done, never cancelled, no error, its whole iteration read, and the
+* :class:`RecordingTurn` (a miss): the provider's live turn, unchanged, whose audio is kept (a decorator
+  around it) and handed to the cache once the turn completed cleanly (done, never cancelled, no error, its whole iteration read, and the
   text sent was the text the entry is keyed on).
 """
 
@@ -47,6 +47,7 @@ class CachedTurn(Turn):
         self._cancelled = False
         self._finished = False
         self._step = max(2, int(self.chunk_s * sample_rate) * 2)
+        self._on_done: list[Callable[[Turn], None]] = []
 
     @property
     def id(self) -> str:
@@ -55,20 +56,29 @@ class CachedTurn(Turn):
     def __repr__(self) -> str:
         return f"CachedTurn(id={self.id!r}, rate={self.sample_rate}, seconds={self._entry.duration:.2f})"
 
-    @property
-    def entry(self) -> PhraseEntry:
-        return self._entry
-
     async def send(self, text: str) -> None:
-        self._released.set()  # the text is the entry's: nothing goes anywhere (nor fails, even late)
+        self._release()  # the text is the entry's: nothing goes anywhere (nor fails, even late)
 
     async def end(self) -> None:
-        self._released.set()
+        self._release()
 
     async def cancel(self) -> None:
         if not self._finished:
             self._cancelled = True
+        self._release()
+
+    def _release(self) -> None:
         self._released.set()
+        callbacks, self._on_done = self._on_done, []
+        for fn in callbacks:
+            fn(self)
+
+    def add_done_callback(self, fn: Callable[[Turn], None]) -> None:
+        """All of a stored utterance's audio is there once it is released: ``fn`` is called then."""
+        if self._released.is_set():
+            fn(self)
+        else:
+            self._on_done.append(fn)
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._iterate()
@@ -134,10 +144,14 @@ class CachedTurn(Turn):
         )
 
 
-class RecordingTurn(Turn):
-    """The provider's live turn, with its audio kept for the cache. Everything is the live turn's (id, facts,
-    usage, ``take_ready``; other attributes are looked up on it); ``on_complete(pcm)`` is called once its
-    iteration ended cleanly and the text sent equals ``segments`` (normalised), with all the PCM yielded."""
+class RecordingTurn:
+    """The provider's live turn, recorded for the cache: a decorator around it (as an HTTP cache wraps a
+    response's body, not the response). It changes only what recording needs: the text sent (:meth:`send`),
+    a cancel (:meth:`cancel`), and the audio handed out (the iterator and :meth:`take_ready` keep what they
+    yield); every other attribute *is* the live turn's (id, facts, usage, word reports, ``take_received``...),
+    looked up on it. ``on_complete(pcm)`` is called once the iteration ended cleanly and the text sent equals
+    ``segments`` (normalised), with all the PCM handed out. A :class:`~ttsbridge.turns.Turn` (registered as
+    one), not a subclass: a subclass would answer the base class' defaults instead of the live turn's facts."""
 
     cache = "miss"
 
@@ -150,7 +164,6 @@ class RecordingTurn(Turn):
         max_bytes: int,
     ) -> None:
         self._inner = inner
-        self.sample_rate = inner.sample_rate
         self._segments = [normalise_text(s) for s in segments if s.strip()]
         self._sent: list[str] = []
         self._on_complete = on_complete
@@ -162,7 +175,9 @@ class RecordingTurn(Turn):
     def __repr__(self) -> str:
         return f"RecordingTurn({self._inner!r})"
 
-    def __getattr__(self, name: str) -> Any:  # the live turn's own attributes (context, generation...)
+    def __getattr__(self, name: str) -> Any:  # everything recording leaves alone is the live turn's
+        if name == "_inner":  # (not set yet: a copy being made)
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     @property
@@ -178,9 +193,6 @@ class RecordingTurn(Turn):
         await self._inner.send(text)
         if text.strip():
             self._sent.append(normalise_text(text))
-
-    async def end(self) -> None:
-        await self._inner.end()
 
     async def cancel(self) -> None:
         self._cancelled = True
@@ -208,65 +220,16 @@ class RecordingTurn(Turn):
             and self._sent == self._segments
         )
         if clean and self._bytes:
-            pcm = b"".join(self._chunks)
-            self._chunks = []
-            self._on_complete(pcm)
+            self._on_complete(b"".join(self._chunks))
         self._chunks = []
 
+    def add_done_callback(self, fn: Callable[[Turn], None]) -> None:
+        self._inner.add_done_callback(lambda _inner: fn(self))
+
     def take_ready(self, max_bytes: int) -> bytes:
-        take = getattr(self._inner, "take_ready", None)
-        out: bytes = take(max_bytes) if take is not None else b""
+        out = self._inner.take_ready(max_bytes)
         self._keep(out)
         return out
 
-    def take_received(self) -> bytes:
-        return self._inner.take_received()  # the turn is being given up: nothing of it is stored
 
-    # -- the live turn's facts
-
-    @property
-    def id(self) -> str:  # type: ignore[override]
-        return self._inner.id
-
-    @property
-    def retries(self) -> int:  # type: ignore[override]
-        return self._inner.retries
-
-    @property
-    def audio_started(self) -> bool:
-        return self._inner.audio_started
-
-    @property
-    def done(self) -> bool:
-        return self._inner.done
-
-    @property
-    def connection_reused(self) -> bool:
-        return self._inner.connection_reused
-
-    @property
-    def characters_sent(self) -> int:
-        return self._inner.characters_sent
-
-    @property
-    def outcome(self) -> TurnOutcome | None:
-        return self._inner.outcome
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._inner.error
-
-    @property
-    def usage(self) -> TurnUsage:
-        return self._inner.usage
-
-    @property
-    def characters_heard(self) -> int:
-        return self._inner.characters_heard
-
-    def note_heard(self, chars: int) -> None:
-        self._inner.note_heard(chars)
-
-    @property
-    def wire_format(self) -> str:
-        return self._inner.wire_format
+Turn.register(RecordingTurn)

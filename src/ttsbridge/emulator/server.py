@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -35,8 +36,10 @@ class Emulator:
     port) and serves until the block ends. Everything in ``emu.config`` is read live.
     """
 
-    def __init__(self, config: EmulatorConfig | None = None) -> None:
+    def __init__(self, config: EmulatorConfig | None = None, *, ssl_context: ssl.SSLContext | None = None) -> None:
         self.config = config if config is not None else EmulatorConfig()
+        #: Serve TLS (``https://`` and ``wss://``) with this server context (a test CA's certificate).
+        self.ssl_context = ssl_context
         self.stats = EmulatorStats()
         self.faults = FaultBook()
         self.voices = VoiceRegistry(self.config.default_voice)
@@ -58,7 +61,7 @@ class Emulator:
         # access_log=None: request lines carry ?api_key=..., which must never reach a log.
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, self.config.host, self.config.port)
+        site = web.TCPSite(runner, self.config.host, self.config.port, ssl_context=self.ssl_context)
         await site.start()
         self._runner = runner
         addresses = runner.addresses
@@ -107,19 +110,23 @@ class Emulator:
         return f"[{host}]" if ":" in host else host
 
     @property
+    def _tls(self) -> str:
+        return "s" if self.ssl_context is not None else ""
+
+    @property
     def base_url(self) -> str:
-        """``http://HOST:PORT`` (clients derive ``ws://`` from it)."""
-        return f"http://{self._url_host}:{self._port}"
+        """``http://HOST:PORT`` (``https://`` with TLS; clients derive ``ws(s)://`` from it)."""
+        return f"http{self._tls}://{self._url_host}:{self._port}"
 
     @property
     def ws_url(self) -> str:
-        """``ws://HOST:PORT/tts/websocket`` (no key: add ``?api_key=`` yourself)."""
-        return f"ws://{self._url_host}:{self._port}/tts/websocket"
+        """``ws://HOST:PORT/tts/websocket`` (``wss://`` with TLS; no key: add ``?api_key=`` yourself)."""
+        return f"ws{self._tls}://{self._url_host}:{self._port}/tts/websocket"
 
     @property
     def kitta_url(self) -> str:
-        """``ws://HOST:PORT/v2/tts/live``: the Kitta endpoint."""
-        return f"ws://{self._url_host}:{self._port}/v2/tts/live"
+        """``ws://HOST:PORT/v2/tts/live`` (``wss://`` with TLS): the Kitta endpoint."""
+        return f"ws{self._tls}://{self._url_host}:{self._port}/v2/tts/live"
 
     @property
     def api_key(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar, overload
 
+from ttsbridge.emulator.connlog import ConnectionRecord
 from ttsbridge.emulator.kitta.stats import KittaStats
 from ttsbridge.emulator.nineninesix.stats import NineninesixStats
 from ttsbridge.emulator.timings import ContextTiming, ContextTimings
@@ -50,6 +51,16 @@ class EmulatorStats:
         self.nineninesix = NineninesixStats(timings=shared)
         self.kitta = KittaStats(timings=shared)
         self._timings = shared
+        #: Every accepted WebSocket of both APIs, in order (emulator/connlog.py): the server's own count.
+        self.connections: list[ConnectionRecord] = []
+
+    def sockets(self, api: str | None = None) -> list[ConnectionRecord]:
+        """The connection records of ``api`` (``"nineninesix"``, ``"kitta"``; None: both)."""
+        return [r for r in self.connections if api is None or r.api == api]
+
+    def open_sockets(self, api: str | None = None) -> int:
+        """How many WebSockets of ``api`` are open now, as the server counts them."""
+        return sum(1 for r in self.sockets(api) if r.open)
 
     @property
     def timings(self) -> dict[str, ContextTiming]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 
 from websockets.client import ClientProtocol
@@ -46,8 +47,10 @@ from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, Turn
 from ttsbridge.engine.inbox import HOLD, INBOX_HIGH, INBOX_LOW, SLICE, Inbox
 from ttsbridge.engine.keepalive import Keepalive
 from ttsbridge.engine.protocol import ConnectRequest, TurnProtocol
+from ttsbridge.engine.proxy import proxy_for
 from ttsbridge.engine.settings import ConnectionSettings
 from ttsbridge.engine.socket import Socket
+from ttsbridge.engine.tls import certificate_error, client_context
 from ttsbridge.engine.transport import open_transport
 from ttsbridge.engine.writer import Writer
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError
@@ -318,6 +321,8 @@ class Connection:
             if uncancel is not None:
                 uncancel()
             error = proto.connect_failed("timeout", "", self._connect_by - self._connect_from)
+        except ssl.SSLCertVerificationError as exc:  # permanent for this endpoint, typed (engine/tls.py)
+            error = certificate_error(proto.provider, req.url, exc)
         except InvalidStatus as exc:
             response = exc.response
             error = proto.handshake_rejected(response.status_code, response.headers, response.body or b"")
@@ -349,8 +354,14 @@ class Connection:
             max_size=self.settings.max_size,
             logger=RedactingLogger(logging.getLogger("ttsbridge.websockets"), req.secrets),
         )  # no extensions: no permessage-deflate (see the module docstring)
+        settings = self.settings
+        tls = (settings.ssl or await client_context()) if uri.secure else None  # (built off the loop, once)
         sock = await open_transport(
-            uri, self.settings.proxy, lambda: Socket(ws, self, req.headers, USER_AGENT), USER_AGENT
+            uri,
+            proxy_for(req.url, settings.proxy),
+            lambda: Socket(ws, self, req.headers, USER_AGENT),
+            USER_AGENT,
+            tls,
         )
         self.socket = self.writer.socket = sock
         await sock.handshake

@@ -72,6 +72,11 @@ class SharedDialer(Generic[K]):
         self.name = name
         self.pool: KeyedPool[K, Connection] = KeyedPool(self._connect, shared=True, name=name)
         self._serial = 0
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def opened(self) -> int:
@@ -87,6 +92,8 @@ class SharedDialer(Generic[K]):
     ) -> tuple[Link, bool]:
         """The pooled connection for the request's key (a retry's too: the same socket while it is usable),
         and whether it was already open."""
+        if self._closed:
+            raise TTSConnectionError(f"{self.name}: the provider is closed", retryable=False)
         opened = self.pool.opened
         conn = await self.pool.acquire(self._key(request), timeout)
         return conn, self.pool.opened == opened
@@ -94,8 +101,10 @@ class SharedDialer(Generic[K]):
     def hang_up(self, link: Link, end: TurnEvent) -> None:
         """A shared connection outlives its turns (the pool replaces or closes it)."""
 
-    async def prewarm(self, key: K) -> Connection:
-        """Open (or refresh) the connection for ``key`` ahead of the first turn."""
+    async def prewarm(self, key: K) -> Connection | None:
+        """Open (or refresh) the connection for ``key`` ahead of the first turn (None: closed, nothing opens)."""
+        if self._closed:
+            return None
         return await self.pool.acquire(key)
 
     async def _connect(self, key: K, timeout: float | None) -> Connection:
@@ -113,7 +122,9 @@ class SharedDialer(Generic[K]):
             self.pool.discard(key, conn)
 
     async def aclose(self) -> None:
-        """Close every connection (their turns fail with a connection error). Usable again afterwards."""
+        """Close every connection (their turns fail with a connection error). Closed for good: a turn still
+        holding the dialer (a retry) fails instead of opening a connection nobody would close."""
+        self._closed = True
         await self.pool.aclose()
 
 

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import ssl as ssl_module
 from dataclasses import dataclass
 from typing import Any
 
+from ttsbridge.engine.proxy import ProxySetting, check_proxy
 from ttsbridge.errors import TTSInvalidOptionError
 
 __all__ = ["ConnectionSettings"]
-
-#: A proxy: a URL (``http://``, ``https://``, ``socks5h://``...), ``True`` (from the environment:
-#: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``, ``NO_PROXY``, as websockets reads them) or ``None`` (direct).
-Proxy = str | bool | None
 
 
 def _seconds(name: str, value: object, *, optional: bool = False) -> None:
@@ -57,7 +55,12 @@ class ConnectionSettings:
         max_age: a pooled connection with no turn, open this long, is replaced (a warm standby below the
             server's idle and authentication timeouts); None: never.
         proxy: a proxy URL (``http://``, ``https://``; ``socks5h://`` and kin need ``python-socks``),
-            ``True`` to read it from the environment (``HTTPS_PROXY``, ``NO_PROXY``...), ``None`` for none.
+            ``True`` to read it from the environment (``WSS_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``...:
+            :mod:`ttsbridge.engine.proxy`), ``None`` (or ``False``) for none. The HTTP calls of a provider go
+            through the same proxy.
+        ssl: the TLS context for ``wss://`` (and a provider's own HTTP session); None: the shared verifying
+            context of :mod:`ttsbridge.engine.tls` (the system store, ``SSL_CERT_FILE``, certifi), built off
+            the event loop.
     """
 
     connect_timeout: float = 10.0
@@ -69,7 +72,8 @@ class ConnectionSettings:
     max_size: int = 8 * 2**20
     max_idle: float | None = 60.0
     max_age: float | None = None
-    proxy: Proxy = True
+    proxy: ProxySetting = True
+    ssl: ssl_module.SSLContext | None = None
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout", "close_timeout", "write_timeout", "pong_timeout"):
@@ -79,12 +83,9 @@ class ConnectionSettings:
         size = self.max_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
             raise TTSInvalidOptionError("max_size", size, "an int of bytes >= 1024")
-        proxy = self.proxy
-        if not (proxy is None or proxy is True or (isinstance(proxy, str) and "://" in proxy)):
-            raise TTSInvalidOptionError(
-                "proxy", proxy, "a proxy URL (http://, https://, socks5h://...), True (from the environment) "
-                "or None (direct)",
-            )  # fmt: skip
+        object.__setattr__(self, "proxy", check_proxy(self.proxy))  # (False is None)
+        if self.ssl is not None and not isinstance(self.ssl, ssl_module.SSLContext):
+            raise TTSInvalidOptionError("ssl", self.ssl, "an ssl.SSLContext, or None (the shared verifying one)")
 
     @classmethod
     def names(cls) -> frozenset[str]:

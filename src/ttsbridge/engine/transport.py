@@ -1,10 +1,11 @@
 """Opening the byte stream a :class:`~ttsbridge.engine.socket.Socket` runs on: TCP, through a proxy when one is
 set (an HTTP ``CONNECT`` tunnel, or SOCKS with ``python-socks`` installed), then TLS for ``wss://``.
 
-``proxy=True`` reads the proxy from the environment as websockets does (``urllib.request.getproxies``:
-``wss``/``ws``, ``socks``, ``https``, ``http``; ``NO_PROXY`` honoured through ``proxy_bypass``). The bound on
+The caller says which proxy (resolved by :func:`ttsbridge.engine.proxy.proxy_for`: the environment's rules live
+there) and which TLS context (:func:`ttsbridge.engine.tls.client_context`, built off the loop). The bound on
 all of it is the caller's (the connection's one connect timeout). Failures are :class:`OSError`: the
-connection reports them as network errors, with the proxy's answer in the text (never its credentials).
+connection reports them as network errors, with the proxy's answer in the text (never its credentials), and a
+certificate that fails verification as :class:`~ttsbridge.engine.tls.TTSCertificateError`.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import asyncio
 import base64
 import ssl
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import TypeVar
 
 from websockets.uri import WebSocketURI
 
-__all__ = ["ProxyRefused", "environment_proxy", "open_transport"]
+from ttsbridge.engine.tls import client_context
+
+__all__ = ["ProxyRefused", "open_transport"]
 
 P = TypeVar("P", bound=asyncio.Protocol)
 
@@ -29,21 +31,6 @@ _MAX_ANSWER = 16 * 1024
 
 class ProxyRefused(ConnectionError):
     """The proxy did not open the tunnel (its status line is the message)."""
-
-
-def environment_proxy(uri: WebSocketURI) -> str | None:
-    """The proxy the environment sets for ``uri`` (None: direct), by websockets' rules."""
-    if urllib.request.proxy_bypass(f"{uri.host}:{uri.port}"):
-        return None
-    proxies = urllib.request.getproxies()
-    schemes = ("wss", "socks", "https") if uri.secure else ("ws", "socks", "https", "http")
-    for scheme in schemes:
-        proxy = proxies.get(scheme)
-        if proxy is not None:
-            if scheme == "socks" and proxy.startswith("http://"):
-                proxy = "socks5h://" + proxy[7:]
-            return proxy
-    return None
 
 
 class _Tunnel(asyncio.Protocol):
@@ -90,7 +77,7 @@ async def _through_http_proxy(
 ) -> asyncio.Transport:
     loop = asyncio.get_running_loop()
     port = proxy.port or (443 if proxy.scheme == "https" else 80)
-    tls = ssl.create_default_context() if proxy.scheme == "https" else None
+    tls = await client_context() if proxy.scheme == "https" else None
     transport, tunnel = await loop.create_connection(
         lambda: _Tunnel(_connect_request(proxy, uri, user_agent)),
         proxy.hostname,
@@ -118,21 +105,25 @@ async def _through_socks_proxy(url: str, uri: WebSocketURI) -> object:
 
 
 async def open_transport(
-    uri: WebSocketURI, proxy: str | bool | None, factory: Callable[[], P], user_agent: str
+    uri: WebSocketURI,
+    proxy: str | None,
+    factory: Callable[[], P],
+    user_agent: str,
+    tls: ssl.SSLContext | None,
 ) -> P:
-    """Open ``uri``'s byte stream (through ``proxy``) and start ``factory()``'s protocol on it."""
+    """Open ``uri``'s byte stream (through the proxy URL ``proxy``, None: direct; with ``tls`` for ``wss://``)
+    and start ``factory()``'s protocol on it."""
     loop = asyncio.get_running_loop()
-    url = environment_proxy(uri) if proxy is True else proxy or None
-    tls = ssl.create_default_context() if uri.secure else None
+    tls = tls if uri.secure else None
     hostname = uri.host if tls is not None else None
-    if url is None:
+    if proxy is None:
         _, protocol = await loop.create_connection(
             factory, uri.host, uri.port, ssl=tls, server_hostname=hostname
         )
         return protocol
-    parsed = urllib.parse.urlsplit(url)
+    parsed = urllib.parse.urlsplit(proxy)
     if parsed.scheme.startswith("socks"):
-        sock = await _through_socks_proxy(url, uri)
+        sock = await _through_socks_proxy(proxy, uri)
         _, protocol = await loop.create_connection(factory, sock=sock, ssl=tls, server_hostname=hostname)
         return protocol
     if parsed.scheme not in ("http", "https") or not parsed.hostname:

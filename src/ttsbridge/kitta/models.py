@@ -20,6 +20,7 @@ __all__ = [
     "CLIENT_FORMATS",
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
+    "DISPLAY_NAME",
     "FORMATS",
     "LATENCIES",
     "MODEL_CAPABILITIES",
@@ -46,6 +47,8 @@ __all__ = [
 
 SUBPROTOCOL: Final = "realtime.tts.msgpack.v2"
 DEFAULT_BASE_URL: Final = "wss://realtime.fishaudio.org"
+#: The provider's name for people and metrics (LiveKit's ``TTS.provider``, the command line's messages).
+DISPLAY_NAME: Final = "Kitta"
 PATH: Final = "/v2/tts/live"
 DEFAULT_MODEL: Final = "fishaudio-s21pro-flash"
 

@@ -40,7 +40,8 @@ class TurnChunkedStream(tts.ChunkedStream):
         overrides = owner._open_turn_kwargs()
         record = TurnRecord(owner._turn_provider, sample_rate=owner.sample_rate, overrides=overrides)
         record.add_characters(len(self._input_text))
-        agen = owner._turn_provider.synthesize(self._input_text, sample_rate=owner.sample_rate, **overrides)
+        source = owner._phrases if owner._phrases is not None else owner._turn_provider  # a known text
+        agen = source.synthesize(self._input_text, sample_rate=owner.sample_rate, **overrides)
         pushed = [False]  # audio reached the emitter (then LiveKit must not retry)
         try:
             await self._emit(agen, output_emitter, record, pushed)

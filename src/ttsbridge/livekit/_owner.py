@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from livekit.agents import tokenize, tts
 
 from ttsbridge._redact import redact
+from ttsbridge.cache import CachedProvider
 from ttsbridge.livekit._usage import TurnUsageEvents
 from ttsbridge.policy.words import SpeechRate
 from ttsbridge.turns import TurnProvider
@@ -24,6 +25,8 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
     """A LiveKit TTS over a :class:`TurnProvider`, as its streams see it."""
 
     _turn_provider: TurnProvider
+    #: The provider wrapped by the phrase cache, for whole known texts (None: no ``phrase_cache``).
+    _phrases: CachedProvider | None
     _word_timestamps: bool
     _sentence_tokenizer: tokenize.SentenceTokenizer
     _stream_pacer: tts.SentenceStreamPacer | None

@@ -14,6 +14,7 @@ from livekit.agents import tokenize, tts
 from livekit.agents.types import NotGivenOr
 from livekit.agents.utils import is_given
 
+from ttsbridge.cache import PhraseCache
 from ttsbridge.livekit._tts import TurnTTS
 from ttsbridge.turns import OptionsT, TurnProvider
 
@@ -41,6 +42,7 @@ class PluginTTS(TurnTTS, Generic[OptionsT]):
         word_timestamps: bool,
         tokenizer: NotGivenOr[tokenize.SentenceTokenizer],
         text_pacing: tts.SentenceStreamPacer | bool,
+        phrase_cache: PhraseCache | None,
     ) -> None:
         super().__init__(
             turn_provider=provider,
@@ -52,6 +54,7 @@ class PluginTTS(TurnTTS, Generic[OptionsT]):
             text_pacing=text_pacing,
             logger=self.plugin_logger,
             secrets=(key,),
+            phrase_cache=phrase_cache,
         )
         self._provider_impl: TurnProvider[OptionsT] = provider
         self._base_url = base_url

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from livekit.agents import APIConnectOptions, tokenize, tts, utils
 
@@ -19,7 +19,7 @@ from ttsbridge.livekit._errors import to_api_error
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._tasks import cancel_pending, deliver_held_audio, supervise, within
 from ttsbridge.livekit._words import push_timed_words
-from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
+from ttsbridge.policy.chunks import HoldWait, Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import TimedWord, WordClock
 from ttsbridge.tracing import LIVEKIT_NAMES, TurnRecord, current_span
 from ttsbridge.turns import Turn
@@ -184,22 +184,22 @@ class _Attempt:
     def _known_phrase(self) -> list[str] | None:
         """The sentences of the whole input when it all arrived before anything went out (``session.say``)
         and the provider has a phrase cache; None otherwise (LLM text: live)."""
-        if not self.input_done or self.owner._turn_provider.phrase_cache is None:
+        if not self.input_done or self.owner._phrases is None:
             return None
         return list(self.owner._sentence_tokenizer.tokenize("".join(self.pushed))) or None
 
     async def _open(self, phrase: list[str] | None = None) -> Turn:
         owner, stream = self.owner, self.stream
-        provider = owner._turn_provider
+        provider, phrases = owner._turn_provider, owner._phrases
         overrides = owner._open_turn_kwargs()
         self.record = TurnRecord(provider, sample_rate=owner.sample_rate, overrides=overrides)
         started = time.perf_counter()
         rate = owner.sample_rate
         opened = await within(
-            provider.open_phrase(
+            phrases.open_phrase(
                 "".join(self.pushed), sample_rate=rate, segments=phrase, timeout=self.timeout, **overrides
             )
-            if phrase is not None
+            if phrase is not None and phrases is not None
             else provider.open_turn(sample_rate=rate, timeout=self.timeout, **overrides),
             self.timeout,
             discard=lambda t: t.cancel(),
@@ -247,9 +247,8 @@ class _Attempt:
         push, timer = self.emitter.push, self.timer
         join = joiner(opened, rate=rate, coalesce_s=_COALESCE_S)  # chunks already queued behind
         limit = pcm16_bytes(_COALESCE_S, rate)
-        take_ready = getattr(opened, "take_ready", None)
         # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
-        playout = Playout() if take_ready is not None and self.owner.hold_when_ahead else None
+        playout = Playout() if self.owner.hold_when_ahead else None
         hold_max = max(limit, pcm16_bytes(_HOLD_FRAME_S, rate))
         clock = asyncio.get_running_loop().time
 
@@ -269,7 +268,9 @@ class _Attempt:
         async def out_held(pcm: bytes) -> None:  # (hold_while_ahead awaits its out; this one never waits)
             out(pcm)
 
-        take: Callable[[int], bytes] = take_ready or (lambda _: b"")  # (holds only when the turn has it)
+        take = opened.take_ready
+        hold = HoldWait()  # ends at once when the turn's end is known: no more chunks to wait for
+        opened.add_done_callback(lambda _turn: hold.release())
 
         async for pcm in opened:
             if not pcm:
@@ -287,7 +288,7 @@ class _Attempt:
                 continue
             # (the cheap check first: at real time no hold is ever due, and no coroutine is made per chunk)
             if playout.hold(clock()) and not await hold_while_ahead(
-                playout, clock, asyncio.sleep, take, out_held, hold_max, bytes_per_s
+                playout, clock, hold, take, out_held, hold_max, bytes_per_s
             ):
                 playout = None  # no more holds in this turn (never pace audio already received)
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short

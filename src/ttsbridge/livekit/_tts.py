@@ -14,8 +14,10 @@ from livekit.agents import APIConnectOptions, tokenize, tts, utils
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
 from livekit.agents.utils import is_given
 
+from ttsbridge.cache import CachedProvider, PhraseCache
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.livekit._chunked import TurnChunkedStream
+from ttsbridge.livekit._job import bind_job
 from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._stream import TurnSynthesizeStream
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate
@@ -54,6 +56,9 @@ class TurnTTS(StreamOwner):
         chars_per_second: the initial speaking rate for word timing, before any audio was measured.
         logger: where to log (the plugin's ``livekit.plugins.<name>`` logger).
         secrets: strings to mask from every error text and log line (the API key).
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it holds
+            send nothing and bill nothing (the provider wrapped in a :class:`~ttsbridge.cache.CachedProvider`
+            for the texts known whole; docs/cache.md).
     """
 
     def __init__(
@@ -69,6 +74,7 @@ class TurnTTS(StreamOwner):
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         logger: logging.Logger | None = None,
         secrets: tuple[str, ...] = (),
+        phrase_cache: PhraseCache | None = None,
     ) -> None:
         if (
             isinstance(sample_rate, bool)
@@ -83,6 +89,7 @@ class TurnTTS(StreamOwner):
             num_channels=1,
         )
         self._turn_provider = turn_provider
+        self._phrases = CachedProvider(turn_provider, phrase_cache) if phrase_cache is not None else None
         self._model = model
         self._provider_name = provider_name
         self._word_timestamps = word_timestamps
@@ -94,7 +101,8 @@ class TurnTTS(StreamOwner):
         self._logger = logger or _default_logger
         self._secrets = tuple(s for s in secrets if s)
         self._streams: weakref.WeakSet[TurnSynthesizeStream] = weakref.WeakSet()
-        self._prewarm_task: asyncio.Task[None] | None = None
+        self._prewarm_task: asyncio.Task[None] | None = None  # held until the next prewarm or aclose
+        self._prewarm_failure: str | None = None
         self._closed = False
 
     # -- metadata
@@ -138,23 +146,29 @@ class TurnTTS(StreamOwner):
     def synthesize(
         self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
     ) -> TurnChunkedStream:
+        bind_job()
         return TurnChunkedStream(tts=self, input_text=text, conn_options=conn_options)
 
     def stream(
         self, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
     ) -> TurnSynthesizeStream:
+        bind_job()
         stream = TurnSynthesizeStream(tts=self, conn_options=conn_options)
         self._streams.add(stream)
         return stream
 
     def prewarm(self) -> None:
-        """Open the connection the next turn will use, in the background (errors are logged, not raised)."""
+        """Open the connection the next turn will use, in the background: one however many times it is called
+        (and however many instances with the same settings call it). With no running loop (``prewarm_fnc``,
+        import time) it does nothing: the first turn connects. After :meth:`aclose` it does nothing. A failure
+        is logged once (redacted); the first turn then reports the real error, typed."""
         if self._closed or (self._prewarm_task is not None and not self._prewarm_task.done()):
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop yet: the first turn connects
+        bind_job()
         self._prewarm_task = loop.create_task(self._prewarm(), name=f"{type(self).__name__}.prewarm")
 
     async def _prewarm(self) -> None:
@@ -163,9 +177,16 @@ class TurnTTS(StreamOwner):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self._logger.warning("prewarm failed: %s", self._redact(exc))
+            text = self._redact(exc)
+            if text != self._prewarm_failure:  # once per distinct failure, not per call
+                self._prewarm_failure = text
+                self._logger.warning("prewarm failed: %s", text)
+        else:
+            self._prewarm_failure = None
 
     async def aclose(self) -> None:
+        """Close the streams, the prewarm, and let go of the shared connections (closed, 1000, once no other
+        instance on this loop uses them). Idempotent; nothing reopens afterwards."""
         self._closed = True
         for stream in list(self._streams):
             await stream.aclose()

@@ -1,6 +1,11 @@
 """HTTP side of Nineninesix (aiohttp): ``POST /tts/bytes``, ``POST /tts/sse`` and voices.
 
-Auth is ``Authorization: Bearer``. Errors map to the same typed errors as the WebSocket client: 400 bad
+Auth is ``Authorization: Bearer``. Proxies and TLS as every surface (docs/production.md): each request goes
+through :func:`~ttsbridge.engine.proxy.proxy_for` (the explicit ``proxy=``, else ``HTTPS_PROXY`` /
+``HTTP_PROXY`` / ``NO_PROXY``: aiohttp reads none of them by itself without ``trust_env``), and a session of
+ours verifies with the shared context of :mod:`ttsbridge.engine.tls`; a certificate that fails verification is
+a :class:`~ttsbridge.engine.tls.TTSCertificateError`. The session of ours is shared by every instance on one
+event loop (:mod:`ttsbridge.engine.shared`), never across loops. Errors map to the same typed errors as the WebSocket client: 400 bad
 request or output format, 401 bad key, 402 no credits (not retryable), 429 rate limited and 502 upstream
 (retryable; ``Retry-After`` is honoured, bounded).
 """
@@ -11,13 +16,17 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator
+import ssl as ssl_module
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 
 from ttsbridge._redact import mask_key, redact
 from ttsbridge.audio.carry import wire_to_pcm16
+from ttsbridge.engine.proxy import ProxySetting, check_proxy, proxy_for
+from ttsbridge.engine.shared import LoopShare
+from ttsbridge.engine.tls import certificate_error, client_context, client_context_sync
 from ttsbridge.errors import (
     TTSAPIError,
     TTSBridgeError,
@@ -38,7 +47,13 @@ logger = logging.getLogger("ttsbridge.nineninesix")
 
 
 class NineninesixHTTP:
-    """The HTTP endpoints. Pass ``session`` to reuse an aiohttp session (LiveKit's, Pipecat's)."""
+    """The HTTP endpoints. Pass ``session`` to reuse an aiohttp session (LiveKit's, Pipecat's); without one, the
+    session of this event loop that every ``NineninesixHTTP`` with the same ``ssl`` shares is used.
+
+    Args:
+        proxy: ``True`` (default): from the environment; ``None``: direct; a URL: that proxy (it wins).
+        ssl: the TLS context of our own session (default: the shared verifying one).
+    """
 
     def __init__(
         self,
@@ -49,11 +64,15 @@ class NineninesixHTTP:
         timeout: float = 30.0,
         max_retries: int = 2,
         max_retry_after: float = 10.0,
+        proxy: ProxySetting = True,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> None:
         self._api_key = resolve_api_key(api_key)
         self.http_base, _ = derive_urls(base_url)
         self._session = session
-        self._own_session: aiohttp.ClientSession | None = None
+        self.proxy = check_proxy(proxy)
+        self._ssl = ssl
+        self._own = LoopShare(("aiohttp", ssl), _new_session(ssl), _close_session, name="nineninesix http")
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_retry_after = max_retry_after
@@ -65,17 +84,19 @@ class NineninesixHTTP:
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}", "User-Agent": "ttsbridge/0.1"}
 
-    def _get_session(self) -> aiohttp.ClientSession:
+    async def session(self) -> aiohttp.ClientSession:
+        """The session a request goes out on: the one handed in while it is open, else this loop's shared one
+        (its TLS context built off the loop first)."""
         if self._session is not None and not self._session.closed:
             return self._session
-        if self._own_session is None or self._own_session.closed:
-            self._own_session = aiohttp.ClientSession()
-        return self._own_session
+        if self._ssl is None:
+            await client_context()
+        return self._own.get()
 
     async def aclose(self) -> None:
-        if self._own_session is not None:
-            await self._own_session.close()
-            self._own_session = None
+        """Let go of this loop's shared session (closed once no other instance uses it). Later requests lease a
+        new one: an HTTP session holds no connection open between requests that a server would see."""
+        await self._own.release()
 
     # --- speech ------------------------------------------------------------------------------------------
 
@@ -211,10 +232,14 @@ class _Request:
         if self.accept:
             headers["Accept"] = self.accept
         url = f"{http.http_base}{self.path}"
+        proxy = proxy_for(url, http.proxy)
+        if proxy is not None:
+            self.kw.setdefault("proxy", proxy)
         attempts = (http.max_retries if self.retry else 0) + 1
         for attempt in range(attempts):
             try:
-                resp = await http._get_session().request(
+                session = await http.session()
+                resp = await session.request(
                     self.method,
                     url,
                     headers=headers,
@@ -260,11 +285,25 @@ class _Request:
             raise self._transport_error(exc) from None
 
     def _transport_error(self, exc: BaseException) -> TTSBridgeError:
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+            return certificate_error(PROVIDER, self.http.http_base, exc.certificate_error)
         if isinstance(exc, asyncio.TimeoutError):  # aiohttp's read timeouts are TimeoutErrors too
             return TTSTimeoutError(f"nineninesix: {self.method} {self.path} timed out")
         return TTSConnectionError(
             f"nineninesix: {self.method} {self.path} failed: {redact(exc, (self.http._api_key,))}"
         )
+
+
+def _new_session(ssl: ssl_module.SSLContext | None) -> Callable[[], aiohttp.ClientSession]:
+    def make() -> aiohttp.ClientSession:
+        context = ssl if ssl is not None else client_context_sync()  # built already (session())
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+
+    return make
+
+
+async def _close_session(session: aiohttp.ClientSession) -> None:
+    await session.close()
 
 
 def _retry_after(value: str | None) -> float | None:

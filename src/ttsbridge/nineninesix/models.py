@@ -19,6 +19,8 @@ MODELS: tuple[str, ...] = ("gepard-1.0",)
 DEFAULT_MODEL: Final[Model] = "gepard-1.0"
 NATIVE_SAMPLE_RATE: Final = 22050
 DEFAULT_BASE_URL = "https://api.nineninesix.ai"
+#: The provider's name for people and metrics (LiveKit's ``TTS.provider``, the command line's messages).
+DISPLAY_NAME: Final = "Nineninesix"
 
 
 class OutputFormat(BaseModel):

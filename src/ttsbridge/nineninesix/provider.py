@@ -1,8 +1,9 @@
 """Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: its options, its typed request, which dialer (the
 engine's :class:`~ttsbridge.engine.dialers.SharedDialer`, one pooled connection per output format, which the API
-fixes per connection) and its cache identity; turns, connections and retries (planned by the protocol) are the
-engine's (docs/nineninesix.md). The API key travels in the URL (``?api_key=``) as the API requires; it never
-reaches a log line, an exception text or a repr."""
+fixes per connection, shared on each event loop by every provider with the same endpoint, key and settings:
+:mod:`ttsbridge.engine.shared`) and its cache identity; turns, connections and retries (planned by the protocol)
+are the engine's (docs/nineninesix.md, docs/production.md). The API key travels in the URL (``?api_key=``) as the
+API requires; it never reaches a log line, an exception text or a repr."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import math
 import uuid
 import weakref
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -20,6 +22,7 @@ from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.engine.dialers import SharedDialer
 from ttsbridge.engine.settings import ConnectionSettings
+from ttsbridge.engine.shared import LoopShare
 from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError
 from ttsbridge.nineninesix.catalog import SETTINGS, derive_urls, resolve_api_key
@@ -29,12 +32,40 @@ from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, O
 from ttsbridge.nineninesix.protocol import NineninesixProtocol
 from ttsbridge.turns import Synthesis, TurnProvider
 
-if TYPE_CHECKING:
-    from ttsbridge.cache import PhraseCache
-
 
 def _wire_format(fmt: OutputFormat) -> str:
     return f"{fmt.encoding}@{fmt.sample_rate}"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What a connection's protocol is made with; with the :class:`ConnectionSettings`, what providers must all
+    match to share a pool (the key is compared, never shown)."""
+
+    api_key: str = field(repr=False)
+    base_url: str
+    cancel_ack: bool
+    receive_timeout: float
+    cancel_timeout: float
+
+    def protocol(self, fmt: OutputFormat) -> NineninesixProtocol:
+        """The protocol of a new connection for ``fmt`` (the dialer's factory)."""
+        return NineninesixProtocol(
+            fmt,
+            cancel_ack=self.cancel_ack,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            receive_timeout=self.receive_timeout,
+            ack_wait=min(0.5, self.cancel_timeout),
+            cancel_timeout=self.cancel_timeout,
+        )
+
+    def dialer(self, settings: ConnectionSettings) -> SharedDialer[OutputFormat]:
+        return SharedDialer(self.protocol, settings, key=_output_format, name="nineninesix")
+
+
+def _output_format(request: NineninesixRequest) -> OutputFormat:
+    return request.output_format
 
 
 class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
@@ -55,11 +86,13 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         cancel_timeout: bound on writing a cancel and on waiting for its acknowledgement.
         receive_timeout: a turn fails with ``TTSTimeoutError`` when the server owes it audio (text sent or
             turn ended) and sends nothing for this long (a turn's own ``timeout`` replaces it).
-        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``synthesize()`` (and the adapters' whole known
-            texts) are served from it, a miss stored once it completed (docs/cache.md).
         settings: the connection knobs (default: :data:`~ttsbridge.nineninesix.catalog.SETTINGS`);
-        **knobs: any of them by name (``connect_timeout``, ``ping_interval``, ``max_idle``...: see
-            :class:`~ttsbridge.engine.settings.ConnectionSettings` and docs/nineninesix.md).
+        **knobs: any of them by name (``connect_timeout``, ``ping_interval``, ``max_idle``, ``proxy``,
+            ``ssl``...: see :class:`~ttsbridge.engine.settings.ConnectionSettings` and docs/nineninesix.md).
+            ``proxy`` and ``ssl`` apply to the HTTP calls too.
+
+    Providers with the same endpoint, key and knobs share this event loop's pool (docs/production.md): closing
+    one closes only what no other uses. Built where no loop runs yet, it leases nothing until it is used in one.
     """
 
     provider = "nineninesix"
@@ -77,7 +110,6 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         cancel_ack: bool = True,
         cancel_timeout: float = 2.0,
         receive_timeout: float = 15.0,
-        phrase_cache: PhraseCache | None = None,
         settings: ConnectionSettings | None = None,
         **knobs: Any,
     ) -> None:
@@ -85,7 +117,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise TTSInvalidOptionError(name, value, "a number of seconds > 0")
         self._options = options or NineninesixOptions()
-        self._api_key = resolve_api_key(api_key)
+        self._api_key = key = resolve_api_key(api_key)
         self.base_url = base_url
         self.http_base, _ = derive_urls(base_url)
         self.cancel_ack, self.cancel_timeout, self.receive_timeout = (
@@ -96,28 +128,25 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         self.concurrent_limit_retries = concurrent_limit_retries
         self.retry_backoff = retry_backoff
         self.wait_for_cancel_ack = wait_for_cancel_ack
-        self.dialer: SharedDialer[OutputFormat] = SharedDialer(
-            self._protocol,
-            (settings or SETTINGS).replace(**knobs),
-            key=lambda request: request.output_format,
-            name="nineninesix",
+        self.settings = conn = (settings or SETTINGS).replace(**knobs)
+        # The dialer is made per event loop, shared by every provider with the same endpoint and settings there.
+        self.endpoint = endpoint = Endpoint(key, base_url, cancel_ack, receive_timeout, cancel_timeout)
+        self._dialers: LoopShare[SharedDialer[OutputFormat]] = LoopShare(
+            (endpoint, conn), lambda: endpoint.dialer(conn), SharedDialer.aclose, name="nineninesix"
         )
-        self.http = NineninesixHTTP(api_key, base_url=base_url, session=http_session)
+        self.http = NineninesixHTTP(key, base_url=base_url, session=http_session, proxy=conn.proxy, ssl=conn.ssl)
         self._turns: weakref.WeakSet[EngineTurn] = weakref.WeakSet()
-        self._account = account_scope(self._api_key)
-        self.use_phrase_cache(phrase_cache)
+        self._account = account_scope(key)
 
-    def _protocol(self, fmt: OutputFormat) -> NineninesixProtocol:
-        """The protocol of a new connection for ``fmt`` (the dialer's factory)."""
-        return NineninesixProtocol(
-            fmt,
-            cancel_ack=self.cancel_ack,
-            base_url=self.base_url,
-            api_key=self._api_key,
-            receive_timeout=self.receive_timeout,
-            ack_wait=min(0.5, self.cancel_timeout),
-            cancel_timeout=self.cancel_timeout,
-        )
+    @property
+    def dialer(self) -> SharedDialer[OutputFormat]:
+        """This event loop's dialer (its pool of connections by output format), shared by every provider with
+        the same endpoint and settings on this loop. Raises :class:`TTSConnectionError` once closed."""
+        return self._dialers.get()
+
+    @property
+    def closed(self) -> bool:
+        return self._dialers.closed
 
     @property
     def backoff(self) -> Backoff:
@@ -178,12 +207,15 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         }
 
     async def prewarm(self, sample_rate: int | None = None) -> None:
+        """Open the shared connection for the format the next turn will use (one, however many providers and
+        calls ask). Does nothing once the provider is closed."""
+        if self.closed:
+            return
         opts = self.options
-        rate = opts.sample_rate or 22050
         fmt = (
             opts.output_format(sample_rate)
             if sample_rate
-            else OutputFormat(encoding=opts.encoding, sample_rate=rate)
+            else OutputFormat(encoding=opts.encoding, sample_rate=opts.sample_rate or 22050)
         )
         await self.dialer.prewarm(fmt)
 
@@ -225,11 +257,16 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
             raise error
 
     async def aclose(self) -> None:
-        """Close every connection (open turns fail with a connection error) and the HTTP session. The provider
-        stays usable: a later turn connects again."""
-        err = TTSConnectionError("nineninesix: the provider was closed")
+        """Fail this provider's open turns, let go of the shared pool (closed, 1000, once no other provider on
+        this loop uses it) and of the HTTP session. Idempotent; nothing reopens afterwards: ``prewarm()`` does
+        nothing and ``open_turn()`` raises :class:`TTSConnectionError`."""
+        err = TTSConnectionError("nineninesix: the provider was closed", retryable=False)
         for turn in list(self._turns):
             if not turn.done:
                 turn.abort(err)  # a turn waiting to retry must not reconnect after this
-        await self.dialer.aclose()
+        await self._dialers.aclose()  # the last provider on this loop: the pool closes, its turns fail
+        for turn in list(self._turns):
+            protocol = turn.protocol
+            if not turn.done and protocol is not None and not protocol.closed:
+                await turn.cancel()  # the pool is shared on: only this provider's contexts go (bounded)
         await self.http.aclose()

@@ -5,6 +5,8 @@
 - :class:`KittaTTSService`: the same service over Kitta Realtime TTS v2 (warm standby session per turn).
 - :class:`TurnTTSService` / :class:`TurnHttpTTSService`: the provider-neutral bases, for any
   :class:`ttsbridge.turns.TurnProvider`.
+- :func:`build_service`: a provider's WebSocket service by its registry name (``"nineninesix"``, ``"kitta"``;
+  :func:`register_service` adds one).
 
 See docs/pipecat.md.
 """
@@ -26,6 +28,7 @@ from ttsbridge.pipecat.nineninesix import (
     NineninesixTTSService,
     NineninesixTTSSettings,
 )
+from ttsbridge.pipecat.services import build_service, register_service, unregister_service
 
 __all__ = [
     "KittaTTSService",
@@ -35,4 +38,7 @@ __all__ = [
     "NineninesixTTSSettings",
     "TurnHttpTTSService",
     "TurnTTSService",
+    "build_service",
+    "register_service",
+    "unregister_service",
 ]

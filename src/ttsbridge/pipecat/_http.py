@@ -91,9 +91,8 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
         if record is None:  # one record per audio context (one span): its requests add up
             record = self._records[context_id] = TurnRecord(self._provider, sample_rate=rate)
         record.add_characters(len(text))
-        provider = self._provider
-        synthesize = provider.synthesize if known or provider.phrase_cache is None else provider.synthesize_live
-        audio = synthesize(text, sample_rate=rate)
+        source = self._phrases if known and self._phrases is not None else self._provider  # LLM text: live
+        audio = source.synthesize(text, sample_rate=rate)
         try:
             async for pcm in audio:
                 if not billed:

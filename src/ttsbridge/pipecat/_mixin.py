@@ -38,6 +38,7 @@ from pipecat.transcriptions.language import Language
 from pipecat.utils.errors import ErrorCategory
 
 from ttsbridge._redact import redact
+from ttsbridge.cache import CachedProvider, PhraseCache
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
@@ -60,6 +61,8 @@ class _TurnServiceMixin:
 
     # Set by the concrete class' __init__ before TTSService.__init__ runs.
     _provider: TurnProvider
+    #: The provider wrapped by the phrase cache, for whole known texts (None: no ``phrase_cache``).
+    _phrases: CachedProvider | None
     _secrets: tuple[str, ...]
     _speech_rate: SpeechRate
     _failed_contexts: OrderedDict[str, None]
@@ -85,6 +88,7 @@ class _TurnServiceMixin:
         provider: TurnProvider,
         settings: TTSSettings,
         secrets: Sequence[str | None] = (),
+        phrase_cache: PhraseCache | None = None,
         chars_per_second: float = DEFAULT_CHARS_PER_SECOND,
         coalesce_tokens: bool | None = None,
         word_timestamps: bool = True,
@@ -96,6 +100,7 @@ class _TurnServiceMixin:
         #: has played; an interrupted turn's text is not committed). Saves Pipecat's per-word work.
         self._word_timestamps = word_timestamps
         self._provider = provider
+        self._phrases = CachedProvider(provider, phrase_cache) if phrase_cache is not None else None
         self._secrets = tuple(s for s in secrets if s)
         self._speech_rate = SpeechRate(chars_per_second)
         self._failed_contexts = OrderedDict()
@@ -132,8 +137,8 @@ class _TurnServiceMixin:
             self._speaking_frame = False
 
     def _phrase_known(self) -> bool:
-        """``run_tts``' text is a whole utterance (a ``TTSSpeakFrame``) and the provider has a phrase cache."""
-        return self._speaking_frame and self._provider.phrase_cache is not None
+        """``run_tts``' text is a whole utterance (a ``TTSSpeakFrame``) and the service has a phrase cache."""
+        return self._speaking_frame and self._phrases is not None
 
     @property
     def provider(self) -> TurnProvider:

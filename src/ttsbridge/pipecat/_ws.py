@@ -37,6 +37,8 @@ class TurnTTSService(_TurnAudioService):
     Args:
         provider: the provider to speak through (owned: closed when the pipeline stops).
         secrets: strings to mask in every log line and error text (the API key).
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: a ``TTSSpeakFrame``'s text goes through it (the
+            provider wrapped in a :class:`~ttsbridge.cache.CachedProvider`; docs/cache.md).
         chars_per_second: prior speaking rate for word timing, until completed turns calibrate it.
         coalesce_tokens: in ``TextAggregationMode.TOKEN``, hold streamed tokens until a clause ends, at
             Pipecat's aggregation step (before its text filters and transforms run), for providers that
@@ -193,8 +195,8 @@ class TurnTTSService(_TurnAudioService):
         half-open when an await is cancelled: a cancelled connect is closed, never pooled). ``phrase`` (a whole
         known text) goes through the phrase cache: a hit is a turn that sends nothing.
         """
-        if phrase is not None:
-            return await self._provider.open_phrase(phrase, sample_rate=self.sample_rate)
+        if phrase is not None and self._phrases is not None:
+            return await self._phrases.open_phrase(phrase, sample_rate=self.sample_rate)
         return await self._provider.open_turn(sample_rate=self.sample_rate)
 
     async def flush_audio(self, context_id: str | None = None) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from loguru import logger
@@ -19,17 +18,12 @@ from pipecat.services.tts_service import WebsocketTTSService
 
 from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
-from ttsbridge.policy.chunks import Playout, hold_while_ahead, joiner, pcm16_bytes
+from ttsbridge.policy.chunks import HoldWait, Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
 
 __all__: list[str] = []
-
-
-def _settle(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 @dataclass(eq=False)
@@ -45,8 +39,9 @@ class _TurnState:
     cancelled: bool = False
     failed: bool = False
     last_activity: float = 0.0
-    #: the reader's hold while the turn is safely ahead (see :meth:`_hold`); a barge-in ends it at once
-    hold: asyncio.Future[None] | None = None
+    #: the reader's hold while the turn is safely ahead; the turn's end (all its audio arrived) and a
+    #: barge-in end it at once
+    hold: HoldWait = field(default_factory=HoldWait)
     #: monotonic time of the first audio since the clock's time base (about Pipecat's word-timestamp base)
     first_audio_at: float | None = None
 
@@ -68,8 +63,8 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: Pipecat's idle timeout (the LLM has stalled; the next sentence reopens the context).
     open_turn_idle_s: ClassVar[float] = 10.0
     #: Bound on one audio frame made of chunks that were already queued when the first of them was read
-    #: (never waits for audio: a chunk that is alone goes out alone). Used when the turn offers
-    #: ``take_ready(max_bytes) -> bytes`` (see :meth:`_read_turn`).
+    #: (never waits for audio: a chunk that is alone goes out alone): the turn's ``take_ready(max_bytes)``
+    #: (see :meth:`_read_turn`).
     coalesce_audio_s: ClassVar[float] = 0.1
     #: Once a turn's audio is safely ahead of real-time playback (a server faster than real time), read it
     #: less often: wait a little and push what arrived meanwhile as frames of at most
@@ -100,18 +95,18 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         bytes_per_s = 2.0 * rate
         join = joiner(state.turn, rate=rate, coalesce_s=self.coalesce_audio_s)  # chunks queued behind
         out = functools.partial(self._push_audio, state, rate)
-        take_ready = getattr(state.turn, "take_ready", None)
+        take_ready = state.turn.take_ready
         # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
-        playout = Playout() if take_ready is not None and self.hold_when_ahead else None
+        playout = Playout() if self.hold_when_ahead else None
         loop_time = asyncio.get_running_loop().time
         limit = pcm16_bytes(self.coalesce_audio_s, rate)
         hold_limit = max(limit, pcm16_bytes(self.hold_frame_s, rate))
 
-        def take_held(max_bytes: int) -> bytes:  # (holds only when the turn has take_ready)
-            return b"" if state.cancelled or take_ready is None else take_ready(max_bytes)
+        def take_held(max_bytes: int) -> bytes:
+            return b"" if state.cancelled else take_ready(max_bytes)
 
-        def hold(seconds: float) -> Awaitable[None]:
-            return self._hold(state, seconds)  # a barge-in ends it at once
+        hold = state.hold  # ends at once when the turn's end is known (no more chunks to wait for), or a barge-in
+        state.turn.add_done_callback(lambda _turn: hold.release())
 
         try:
             async for pcm in state.turn:
@@ -170,18 +165,6 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         if words:
             await self._push_words(clock, words, context_id)
 
-    @staticmethod
-    async def _hold(state: _TurnState, seconds: float) -> None:
-        """Wait ``seconds`` (one future and one timer, no task), or until a barge-in ends the wait."""
-        loop = asyncio.get_running_loop()
-        fut = state.hold = loop.create_future()
-        timer = loop.call_later(seconds, _settle, fut)
-        try:
-            await fut
-        finally:
-            timer.cancel()
-            state.hold = None
-
     def _ensure_refresher(self) -> None:
         """Start the service's audio-context refresher unless it runs (it stops once no turn is open)."""
         if self._refresher is None or self._refresher.done():
@@ -237,8 +220,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     def _abandon(self, state: _TurnState) -> None:
         """No more audio of this turn reaches the pipeline; cancel it on the server without waiting."""
         state.cancelled = True
-        if state.hold is not None:
-            _settle(state.hold)  # a reader holding while ahead returns now
+        state.hold.release()  # a reader holding while ahead returns now
         if state.record is not None:
             state.record.cancelled()
             self._trace(state.context_id, state.record)
@@ -279,7 +261,6 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                 self._trace(context_id, state.record)
             if state.reader is not None and state.reader is not asyncio.current_task():
                 state.cancelled = True
-                if state.hold is not None:
-                    _settle(state.hold)
+                state.hold.release()
                 self._spawn(self._cancel_and_reap(state))
         await self._fail_context(context_id, exc)

@@ -29,7 +29,7 @@ from ttsbridge.kitta.catalog import resolve_api_key
 from ttsbridge.kitta.models import DEFAULT_MODEL, OPTIONAL_REQUEST_FIELDS
 from ttsbridge.pipecat._ws import TurnTTSService
 
-__all__ = ["KittaTTSService", "KittaTTSSettings"]
+__all__ = ["KittaTTSService", "KittaTTSSettings", "make_service"]
 
 #: ``start.request`` optional fields besides ``language`` (a Pipecat setting of its own): the provider's list
 _OPTIONAL = tuple(name for name in OPTIONAL_REQUEST_FIELDS if name != "language")
@@ -102,8 +102,15 @@ class KittaTTSService(TurnTTSService):
         extra: dict[str, Any] = dict(provider_options or {})
         if base_url is not None:
             extra["base_url"] = base_url
-        provider = KittaTurnProvider(key, options=options, standby=standby, phrase_cache=phrase_cache, **extra)
-        super().__init__(provider=provider, settings=store, secrets=(key,), sample_rate=sample_rate, **kwargs)
+        provider = KittaTurnProvider(key, options=options, standby=standby, **extra)
+        super().__init__(
+            provider=provider,
+            settings=store,
+            secrets=(key,),
+            phrase_cache=phrase_cache,
+            sample_rate=sample_rate,
+            **kwargs,
+        )
 
     def _provider_options(self) -> dict[str, Any]:
         return _options_of(self._settings, language=self._service_language(self._settings.language))
@@ -123,3 +130,12 @@ def _options_of(store: KittaTTSSettings, *, language: str | None) -> dict[str, A
         "instructions": store.instructions,
         "optimize_instructions": store.optimize_instructions,
     }
+
+
+def make_service(
+    api_key: str | None, *, base_url: str, voice: str | None, encoding: str, **kwargs: Any
+) -> KittaTTSService:
+    """The service as :func:`ttsbridge.pipecat.build_service` builds it by name (the wire is always PCM:
+    ``encoding`` is ignored; a voice is required)."""
+    settings = KittaTTSService.Settings(voice=voice)
+    return KittaTTSService(api_key, base_url=base_url, settings=settings, **kwargs)

@@ -28,7 +28,7 @@ from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DEFAULT_MODEL
 from ttsbridge.pipecat._http import TurnHttpTTSService
 from ttsbridge.pipecat._ws import TurnTTSService
 
-__all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings"]
+__all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings", "make_service"]
 
 
 @dataclass
@@ -57,7 +57,6 @@ def _provider(
     store: NineninesixTTSSettings,
     http_session: aiohttp.ClientSession | None,
     provider_options: Mapping[str, Any] | None,
-    phrase_cache: PhraseCache | None = None,
 ) -> NineninesixTurnProvider:
     # Language is pushed after Pipecat has converted it (TTSService.__init__); voice and model are
     # validated here, before anything connects.
@@ -67,7 +66,6 @@ def _provider(
         base_url=base_url,
         options=options,
         http_session=http_session,
-        phrase_cache=phrase_cache,
         **dict(provider_options or {}),
     )
 
@@ -89,11 +87,12 @@ class _NineninesixService:
         **kwargs: Any,
     ) -> None:
         store = _store_settings(settings)
-        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options, phrase_cache)
+        provider = _provider(api_key, base_url, encoding, store, http_session, provider_options)
         super().__init__(  # type: ignore[call-arg]  # the turn base class that follows in the MRO
             provider=provider,
             settings=store,
             secrets=(api_key, os.environ.get(API_KEY_ENV)),
+            phrase_cache=phrase_cache,
             sample_rate=sample_rate,
             **kwargs,
         )
@@ -138,3 +137,12 @@ class NineninesixHttpTTSService(_NineninesixService, TurnHttpTTSService):
 
     Settings = NineninesixTTSSettings
     _settings: NineninesixTTSSettings
+
+
+def make_service(
+    api_key: str | None, *, base_url: str, voice: str | None, encoding: str, **kwargs: Any
+) -> NineninesixTTSService:
+    """The WebSocket service as :func:`ttsbridge.pipecat.build_service` builds it by name (``voice=None``:
+    the server's default voice)."""
+    settings = NineninesixTTSService.Settings(voice=voice) if voice else None
+    return NineninesixTTSService(api_key, base_url=base_url, encoding=encoding, settings=settings, **kwargs)

@@ -1,7 +1,8 @@
 """Audio chunks already queued behind the one just read, joined to it (one buffer, one frame downstream); and
 how far a turn's audio runs ahead of real-time playback, so a reader that is safely ahead can read less often.
 
-A turn may offer ``take_ready(max_bytes) -> bytes``: the PCM already received, without waiting. Joining it to
+A turn answers ``take_ready(max_bytes) -> bytes`` (:meth:`ttsbridge.turns.Turn.take_ready`): the PCM already
+received, without waiting. Joining it to
 the chunk just read saves a frame (and its per-frame cost in the framework) per queued chunk when the reader
 fell behind; it never delays audio. Pure: no clock, no I/O.
 
@@ -16,13 +17,17 @@ that reader loop, written once for both adapters; it waits only through the cloc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 __all__ = [
     "AHEAD_HOLD_S",
     "AHEAD_MARGIN_S",
     "AHEAD_MIN_HOLD_S",
+    "HoldWait",
     "Playout",
+    "ReadyAudio",
     "hold_while_ahead",
     "joiner",
     "pcm16_bytes",
@@ -36,19 +41,60 @@ AHEAD_HOLD_S = 0.25
 AHEAD_MIN_HOLD_S = 0.05
 
 
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class HoldWait:
+    """The wait of a reader's hold while ahead of playback: ``await hold(seconds)`` returns after ``seconds``
+    (one future and one timer, no task), or at once after :meth:`release`, which also ends a wait in progress.
+
+    The adapters release it when the turn's end is known (:meth:`ttsbridge.turns.Turn.add_done_callback`: all
+    its audio has arrived) and on a barge-in. A hold is only for chunks still to come: once none will come, the
+    reader takes what is queued and reaches the turn's end at once, so the turn's audio context closes (and
+    the next turn, which plays after it, starts) without waiting out a hold."""
+
+    __slots__ = ("_fut", "released")
+
+    def __init__(self) -> None:
+        self._fut: asyncio.Future[None] | None = None
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+        if self._fut is not None:
+            _settle(self._fut)
+
+    async def __call__(self, seconds: float) -> None:
+        if self.released:
+            return
+        loop = asyncio.get_running_loop()
+        fut = self._fut = loop.create_future()
+        timer = loop.call_later(seconds, _settle, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._fut = None
+
+
 def pcm16_bytes(seconds: float, rate: int) -> int:
     """The bytes of ``seconds`` of mono PCM16 at ``rate`` (whole samples, at least one)."""
     return max(2, int(seconds * rate) * 2)
 
 
-def joiner(turn: object, *, rate: int, coalesce_s: float) -> Callable[[bytes], bytes]:
+class ReadyAudio(Protocol):
+    """What :func:`joiner` reads of a turn (:meth:`ttsbridge.turns.Turn.take_ready`; this module stays pure)."""
+
+    def take_ready(self, max_bytes: int) -> bytes: ...
+
+
+def joiner(turn: ReadyAudio, *, rate: int, coalesce_s: float) -> Callable[[bytes], bytes]:
     """``join(pcm)``: ``pcm`` followed by what ``turn.take_ready`` has queued, up to ``coalesce_s`` of PCM16 at
-    ``rate``. Built once per turn (the lookup and the limit are not redone per chunk); a turn without
-    ``take_ready`` gets the identity."""
-    take_ready: Callable[[int], bytes] | None = getattr(turn, "take_ready", None)
+    ``rate``. Built once per turn (the lookup and the limit are not redone per chunk)."""
+    take_ready = turn.take_ready
     limit = pcm16_bytes(coalesce_s, rate)
-    if take_ready is None:
-        return lambda pcm: pcm
 
     def join(pcm: bytes) -> bytes:
         if len(pcm) >= limit:
@@ -107,7 +153,7 @@ async def hold_while_ahead(
     max_bytes: int,
     bytes_per_s: float,
 ) -> bool:
-    """The adapters' reader while a turn is safely ahead of playback: ``await wait(s)`` for as long as
+    """The adapters' reader while a turn is safely ahead of playback: ``await wait(s)`` (a :class:`HoldWait`) for as long as
     ``playout.hold`` allows (the chunks arriving meanwhile queue in the turn: no wake-up per chunk), then hand
     what queued to ``out`` in pieces of at most ``max_bytes``; again while the lead allows. False when a wait
     gathered nothing: the turn is over (its iterator says so) or the server stalled, and the caller holds no

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ttsbridge.kitta.models import DEFAULT_BASE_URL, DEFAULT_MODEL
+from ttsbridge.kitta.models import DEFAULT_BASE_URL, DEFAULT_MODEL, DISPLAY_NAME
 from ttsbridge.livekit import DEFAULT_SAMPLE_RATE
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MODEL", "DEFAULT_SAMPLE_RATE", "TTSLatency", "TTSModels"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "DEFAULT_SAMPLE_RATE",
+    "DISPLAY_NAME",
+    "TTSLatency",
+    "TTSModels",
+]
 
 TTSModels = Literal["fishaudio-s21pro-flash", "minimax-speech", "qwen-tts"]
 """Models of the capability matrix; each accepts its own set of optional fields (see docs/kitta.md)."""

@@ -7,7 +7,6 @@ from typing import Any
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
-from ttsbridge import providers
 from ttsbridge.cache import PhraseCache
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.catalog import resolve_api_key
@@ -16,15 +15,41 @@ from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
 
 from .log import logger
-from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
+from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, DISPLAY_NAME, TTSLatency, TTSModels
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
 
 
 class TTS(PluginTTS[KittaOptions]):
+    """Kitta Realtime TTS v2 for LiveKit Agents.
+
+    Args:
+        api_key: the Kitta key; read from ``$KITTA_API_KEY`` when not given. It only travels in the
+            handshake's ``Authorization`` header (never in a URL), and never reaches a log or exception.
+        voice: voice id (``start.request.voice_id``).
+        base_url: server (``wss://realtime.fishaudio.org``; an emulator's ``http://...`` works too).
+        model: one of :data:`TTSModels`; the optional fields each model accepts are checked up front.
+        sample_rate: the rate LiveKit receives (the server's PCM is resampled locally).
+        language, speed, volume, emotion, latency, chunk_length, instructions, optimize_instructions:
+            optional ``start.request`` fields (None = left out).
+        standby: keep one connection pre-connected and authenticated (no session is started until a
+            turn opens), so a turn pays no handshake (v2 carries one generation per connection).
+        word_timestamps: publish estimated word timing for aligned transcripts (see docs/livekit.md).
+        tokenizer: sentence tokenizer for ``stream()``; default blingfire.
+        text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
+            batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
+        client_options: advanced settings (``auth="frame"``, ``max_retries``, ``event_timeout``,
+            ``standby_max_age``, ``limits``, and the connection settings by name: ``connect_timeout``, the
+            keepalive, ``proxy``, ``ssl``...: docs/kitta.md).
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache` (see ``nineninesix.TTS``; docs/cache.md).
+
+    Raises:
+        TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
+    """
+
     label = "kitta.TTS"
-    provider_name = providers.get("kitta").display_name
+    provider_name = DISPLAY_NAME
     plugin_logger = logger
 
     def __init__(
@@ -50,48 +75,16 @@ class TTS(PluginTTS[KittaOptions]):
         client_options: dict[str, Any] | None = None,
         phrase_cache: PhraseCache | None = None,
     ) -> None:
-        """Kitta Realtime TTS v2 for LiveKit Agents.
-
-        Args:
-            api_key: the Kitta key; read from ``$KITTA_API_KEY`` when not given. It only travels in the
-                handshake's ``Authorization`` header (never in a URL), and never reaches a log or exception.
-            voice: voice id (``start.request.voice_id``).
-            base_url: server (``wss://realtime.fishaudio.org``; an emulator's ``http://...`` works too).
-            model: one of :data:`TTSModels`; the optional fields each model accepts are checked up front.
-            sample_rate: the rate LiveKit receives (the server's PCM is resampled locally).
-            language, speed, volume, emotion, latency, chunk_length, instructions, optimize_instructions:
-                optional ``start.request`` fields (None = left out).
-            standby: keep one connection pre-connected and authenticated (no session is started until a
-                turn opens), so a turn pays no handshake (v2 carries one generation per connection).
-            word_timestamps: publish estimated word timing for aligned transcripts (see docs/livekit.md).
-            tokenizer: sentence tokenizer for ``stream()``; default blingfire.
-            text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
-                batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
-            client_options: advanced settings (``auth="frame"``, ``max_retries``, ``event_timeout``,
-                ``standby_max_age``, ``limits``, and the connection settings by name: ``connect_timeout``, the
-                keepalive...: docs/kitta.md).
-            phrase_cache: a :class:`ttsbridge.cache.PhraseCache` (see ``nineninesix.TTS``; docs/cache.md).
-
-        Raises:
-            TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
-        """
+        """See the class (its arguments are documented there)."""
         given = {k: v for k, v in locals().items() if k in OPTIONAL_REQUEST_FIELDS and v is not None}
         key = resolve_api_key(api_key)
         options = KittaOptions(voice_id=voice, model=model, **given)
-        extra = dict(client_options or {})
-        provider_kwargs = {
-            k: extra.pop(k) for k in ("standby_max_age", "standby_replace_delay_max", "limits") if k in extra
-        }
         provider = KittaTurnProvider(
-            key,
-            base_url=base_url,
-            options=options,
-            standby=standby,
-            phrase_cache=phrase_cache,
-            **provider_kwargs,
-            **extra,
+            key, base_url=base_url, options=options, standby=standby, **(client_options or {})
         )
-        super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
+        super().__init__(
+            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache
+        )
 
     def update_options(
         self,

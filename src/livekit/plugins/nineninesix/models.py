@@ -7,7 +7,7 @@ LiveKit's plugins spell them.
 from __future__ import annotations
 
 from ttsbridge.livekit import DEFAULT_SAMPLE_RATE
-from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DEFAULT_MODEL
+from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DEFAULT_MODEL, DISPLAY_NAME
 from ttsbridge.nineninesix.models import Encoding as TTSEncoding
 from ttsbridge.nineninesix.models import Model as TTSModels
 from ttsbridge.nineninesix.models import WireSampleRate as TTSWireSampleRate
@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
     "DEFAULT_SAMPLE_RATE",
+    "DISPLAY_NAME",
     "TTSEncoding",
     "TTSModels",
     "TTSWireSampleRate",

@@ -8,7 +8,6 @@ import aiohttp
 from livekit.agents import tokenize, tts, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
-from ttsbridge import providers
 from ttsbridge.cache import PhraseCache
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
@@ -20,6 +19,7 @@ from .models import (
     DEFAULT_BASE_URL,
     DEFAULT_MODEL,
     DEFAULT_SAMPLE_RATE,
+    DISPLAY_NAME,
     TTSEncoding,
     TTSModels,
     TTSWireSampleRate,
@@ -38,8 +38,41 @@ def _job_http_session() -> aiohttp.ClientSession | None:
 
 
 class TTS(PluginTTS[NineninesixOptions]):
+    """Nineninesix TTS for LiveKit Agents (a drop-in for ``cartesia.TTS``).
+
+    Args:
+        api_key: ``sk_996_...``; read from ``$NINENINESIX_API_KEY`` when not given.
+        base_url: API base (``https://`` for HTTP, the WebSocket URL is derived); point it at the
+            ttsbridge emulator for offline runs.
+        voice: voice id, or None for the server's default voice (then ``synthesize()`` goes over the
+            WebSocket too: the HTTP endpoints require a voice; see docs/livekit.md).
+        model: ``"gepard-1.0"`` (the only model).
+        encoding: encoding on the wire. ``pcm_mulaw``/``pcm_alaw`` halve the bandwidth; the plugin
+            decodes them, LiveKit always receives PCM16.
+        sample_rate: the rate LiveKit receives. Rates the API lacks (24000, 48000...) are served at the
+            nearest wire rate (see ``wire_sample_rate``) and resampled locally.
+        http_session: aiohttp session for ``synthesize()`` with a voice (``POST /tts/sse``). Defaults to the job's
+            shared session (``livekit.agents.utils.http_context``) when there is one.
+        language: optional language code passed to the API.
+        wire_sample_rate: force the rate asked of the server (8000/16000/22050); None picks
+            ``sample_rate`` when the API has it, 22050 otherwise.
+        word_timestamps: publish estimated word timing for aligned transcripts (the API has none; see
+            docs/livekit.md for the estimate).
+        tokenizer: sentence tokenizer for ``stream()``; default blingfire, as LiveKit's plugins.
+        text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
+            batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
+        client_options: advanced WebSocket settings (``cancel_timeout``, ``receive_timeout``,
+            ``cancel_ack``, and the connection settings by name: ``connect_timeout``, ``max_idle``, the
+            keepalive, ``proxy``, ``ssl``...: docs/nineninesix.md).
+        phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it
+            holds send nothing and bill nothing (docs/cache.md).
+
+    Raises:
+        TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
+    """
+
     label = "nineninesix.TTS"
-    provider_name = providers.get("nineninesix").display_name
+    provider_name = DISPLAY_NAME
     plugin_logger = logger
 
     def __init__(
@@ -60,55 +93,18 @@ class TTS(PluginTTS[NineninesixOptions]):
         client_options: dict[str, Any] | None = None,
         phrase_cache: PhraseCache | None = None,
     ) -> None:
-        """Nineninesix TTS for LiveKit Agents (a drop-in for ``cartesia.TTS``).
-
-        Args:
-            api_key: ``sk_996_...``; read from ``$NINENINESIX_API_KEY`` when not given.
-            base_url: API base (``https://`` for HTTP, the WebSocket URL is derived); point it at the
-                ttsbridge emulator for offline runs.
-            voice: voice id, or None for the server's default voice (then ``synthesize()`` goes over the
-                WebSocket too: the HTTP endpoints require a voice; see docs/livekit.md).
-            model: ``"gepard-1.0"`` (the only model).
-            encoding: encoding on the wire. ``pcm_mulaw``/``pcm_alaw`` halve the bandwidth; the plugin
-                decodes them, LiveKit always receives PCM16.
-            sample_rate: the rate LiveKit receives. Rates the API lacks (24000, 48000...) are served at the
-                nearest wire rate (see ``wire_sample_rate``) and resampled locally.
-            http_session: aiohttp session for ``synthesize()`` with a voice (``POST /tts/sse``). Defaults to the job's
-                shared session (``livekit.agents.utils.http_context``) when there is one.
-            language: optional language code passed to the API.
-            wire_sample_rate: force the rate asked of the server (8000/16000/22050); None picks
-                ``sample_rate`` when the API has it, 22050 otherwise.
-            word_timestamps: publish estimated word timing for aligned transcripts (the API has none; see
-                docs/livekit.md for the estimate).
-            tokenizer: sentence tokenizer for ``stream()``; default blingfire, as LiveKit's plugins.
-            text_pacing: ``True`` (LiveKit's default ``tts.SentenceStreamPacer``), a pacer, or ``False`` (default):
-                batch the sentences ``stream()`` sends while enough audio is left to play, as LiveKit's plugins.
-            client_options: advanced WebSocket settings (``cancel_timeout``, ``receive_timeout``,
-                ``cancel_ack``, and the connection settings by name: ``connect_timeout``, ``max_idle``, the
-                keepalive...: docs/nineninesix.md).
-            phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it
-                holds send nothing and bill nothing (docs/cache.md).
-
-        Raises:
-            TTSInvalidOptionError (a ``ValueError``): a missing key or an option outside the allowed values.
-        """
+        """See the class (its arguments are documented there)."""
         key = resolve_api_key(api_key)
         options = NineninesixOptions(
-            model=model,
-            voice=voice,
-            language=language,
-            encoding=encoding,
-            sample_rate=wire_sample_rate,
+            model=model, voice=voice, language=language, encoding=encoding, sample_rate=wire_sample_rate
         )
+        session = http_session or _job_http_session()
         provider = NineninesixTurnProvider(
-            key,
-            base_url=base_url,
-            options=options,
-            http_session=http_session or _job_http_session(),
-            phrase_cache=phrase_cache,
-            **(client_options or {}),
+            key, base_url=base_url, options=options, http_session=session, **(client_options or {})
         )
-        super().__init__(provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing)
+        super().__init__(
+            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache
+        )
 
     def update_options(
         self,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ttsbridge.emulator.connlog import RecordedWebSocket
 from ttsbridge.emulator.kitta.config import KITTA_PATH, KITTA_SUBPROTOCOL
 from ttsbridge.emulator.kitta.endpoint import Endpoint
 from ttsbridge.emulator.kitta.session import Session
@@ -31,8 +32,14 @@ class Route(Endpoint):
         self.notify()
         if cfg.handshake_delay_s > 0:
             await asyncio.sleep(cfg.handshake_delay_s)
-        ws = web.WebSocketResponse(
-            protocols=(KITTA_SUBPROTOCOL,), autoping=True, heartbeat=None, max_msg_size=cfg.max_message_bytes
+        ws = RecordedWebSocket(
+            self.emulator.stats.connections,
+            "kitta",
+            self.notify,
+            protocols=(KITTA_SUBPROTOCOL,),
+            autoping=True,
+            heartbeat=None,
+            max_msg_size=cfg.max_message_bytes,
         )
         refusal, header_key = self._refusal(request, ws)
         if refusal is not None:
@@ -52,6 +59,7 @@ class Route(Endpoint):
             self.active -= 1
             stats.open = self.active
             self.emulator.unregister_connection(session)
+            ws.finish()
             self.notify()
         return ws
 

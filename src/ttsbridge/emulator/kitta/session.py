@@ -65,6 +65,9 @@ class Session(Renderer):
         if self.closing:
             return
         self.closing = True
+        mark = getattr(self.ws, "mark_dropped", None)
+        if mark is not None:
+            mark()
         transport = self.request.transport
         if transport is not None:
             transport.abort()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
+from ttsbridge.emulator.connlog import RecordedWebSocket
 from ttsbridge.emulator.nineninesix.config import MODEL_ID
 from ttsbridge.emulator.nineninesix.faults import Fault, error_spec, parse_inband, ws_close_code
 from ttsbridge.emulator.nineninesix.outbox import Context, Item, Out, Outbox
@@ -37,9 +38,7 @@ _DEAD_IDS_KEPT = 4096
 
 
 class _WSConnection(Renderer):
-    def __init__(
-        self, emu: EmulatorHost, request: web.Request, ws: web.WebSocketResponse, number: int
-    ) -> None:
+    def __init__(self, emu: EmulatorHost, request: web.Request, ws: RecordedWebSocket, number: int) -> None:
         self.emu = emu
         self.request = request
         self.ws = ws
@@ -62,6 +61,7 @@ class _WSConnection(Renderer):
         self.aborted = True
         self.closing = True
         self.outbox.closed = True
+        self.ws.mark_dropped()
         transport = self.request.transport
         if transport is not None:
             transport.abort()
@@ -364,7 +364,14 @@ async def handle_websocket(request: web.Request) -> web.StreamResponse:
         emu.stats.nineninesix.ws_rejected += 1
         emu.notify()
         return json_error(401, "unauthorized", "missing or invalid API key")
-    ws = web.WebSocketResponse(timeout=5.0, autoping=True, max_msg_size=4 * 1024 * 1024)
+    ws = RecordedWebSocket(
+        emu.stats.connections,
+        "nineninesix",
+        emu.notify,
+        timeout=5.0,
+        autoping=True,
+        max_msg_size=4 * 1024 * 1024,
+    )
     await ws.prepare(request)
     conn = _WSConnection(emu, request, ws, emu.next_connection_number())
     emu.stats.nineninesix.ws_connections += 1
@@ -376,5 +383,6 @@ async def handle_websocket(request: web.Request) -> web.StreamResponse:
     finally:
         emu.unregister_connection(conn)
         emu.stats.nineninesix.ws_open -= 1
+        ws.finish()
         emu.notify()
     return ws
