@@ -16,5 +16,4 @@ async def session_ready(link: Any) -> None:
 def live(provider: Any) -> list[Any]:
     """The provider's connections not finished yet (closed, socket gone); after ``aclose()``, those of the
     dialer it last used on this loop."""
-    dialer = provider._dialers.last()
-    return [c for c in list(dialer._connections) if not c.finished] if dialer is not None else []
+    return [c for c in list(provider.dialer._connections) if not c.finished]

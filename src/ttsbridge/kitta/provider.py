@@ -182,8 +182,13 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
 
     @property
     def dialer(self) -> StandbyDialer:
-        """This event loop's dialer (its standby), shared by every provider with the same settings on this loop.
-        Raises :class:`TTSConnectionError` once closed."""
+        """This event loop's dialer (its standby), shared by every provider with the same endpoint and
+        settings on this loop. Once the provider is closed: the one it last used on this loop, for diagnostics
+        (its counters and connections; turns go through :meth:`open_turn`, which refuses)."""
+        if self._dialers.closed:
+            last = self._dialers.last()
+            if last is not None:
+                return last
         return self._dialers.get()
 
     @property
@@ -229,7 +234,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         rate is the server's."""
         if not self.standby_enabled or self.closed:
             return
-        await self.dialer.prewarm()
+        await self._dialers.get().prewarm()
 
     async def open_turn(
         self, *, sample_rate: int, timeout: float | None = None, **overrides: Any
@@ -238,7 +243,7 @@ class KittaTurnProvider(TurnProvider[KittaOptions]):
         options = self._turn_options(overrides)
         if self.closed:
             raise TTSConnectionError("kitta: provider is closed", retryable=False)
-        dialer = self.dialer
+        dialer = self._dialers.get()
         # A turn opened right after a retryable failure is a retry (a framework's loop, a caller's): its start
         # waits the backoff from that failure, warm connection or not. Every send closes its segment: the
         # adapters hand whole sentences, and a flush per sentence gets its audio started at once.

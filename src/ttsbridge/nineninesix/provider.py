@@ -140,8 +140,13 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
 
     @property
     def dialer(self) -> SharedDialer[OutputFormat]:
-        """This event loop's dialer (its pool of connections by output format), shared by every provider with
-        the same endpoint and settings on this loop. Raises :class:`TTSConnectionError` once closed."""
+        """This event loop's dialer (its pool of connections by output format), shared by every provider with the same endpoint and
+        settings on this loop. Once the provider is closed: the one it last used on this loop, for diagnostics
+        (its counters and connections; turns go through :meth:`open_turn`, which refuses)."""
+        if self._dialers.closed:
+            last = self._dialers.last()
+            if last is not None:
+                return last
         return self._dialers.get()
 
     @property
@@ -180,7 +185,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
             self.concurrent_limit_retries, self.backoff, timeout,
         )  # fmt: skip
         turn = EngineTurn(
-            self.dialer, request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate, timeout=timeout,
+            self._dialers.get(), request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate, timeout=timeout,
             cancel_timeout=self.cancel_timeout, wait_for_cancel_ack=self.wait_for_cancel_ack,
         )  # fmt: skip
         await turn.open()
@@ -217,7 +222,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
             if sample_rate
             else OutputFormat(encoding=opts.encoding, sample_rate=opts.sample_rate or 22050)
         )
-        await self.dialer.prewarm(fmt)
+        await self._dialers.get().prewarm(fmt)
 
     def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> Synthesis:
         """One-shot synthesis, resampled to ``sample_rate``, yielded as the audio arrives.
