@@ -12,6 +12,7 @@ import pytest
 from engine_toy import ToyProtocol, ToyServer
 
 from ttsbridge.engine.connection import Connection
+from ttsbridge.engine.proxy import proxy_for
 from ttsbridge.engine.settings import ConnectionSettings
 from ttsbridge.engine.stream import TurnStream
 from ttsbridge.errors import TTSConnectionError, TTSInvalidOptionError
@@ -117,3 +118,27 @@ async def test_a_proxy_that_refuses_the_tunnel_is_a_connection_error_naming_its_
 def test_a_bad_proxy_setting_is_refused_naming_the_field() -> None:
     with pytest.raises(TTSInvalidOptionError, match="proxy"):
         ConnectionSettings(proxy="127.0.0.1:8080")  # type: ignore[arg-type]
+
+
+def test_one_set_of_environment_rules_for_websockets_and_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``proxy_for`` is the one reader of the environment (the transport's and the HTTP calls'): websockets'
+    order for ws/wss (WSS_PROXY / WS_PROXY first, then SOCKS, then HTTPS_PROXY, and HTTP_PROXY for ws://),
+    the scheme's own proxy for http/https, NO_PROXY for all; an explicit proxy wins, None and False are direct."""
+    for name in ("no_proxy", "ws_proxy", "wss_proxy", "socks_proxy", "https_proxy", "http_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("https_proxy", "http://secure.proxy:3128")
+    monkeypatch.setenv("http_proxy", "http://plain.proxy:3128")
+    assert proxy_for("wss://api.example.com/tts") == "http://secure.proxy:3128"
+    assert proxy_for("ws://api.example.com/tts") == "http://secure.proxy:3128"  # HTTPS before HTTP
+    assert proxy_for("https://api.example.com/tts") == "http://secure.proxy:3128"
+    assert proxy_for("http://api.example.com/tts") == "http://plain.proxy:3128"
+    monkeypatch.setenv("wss_proxy", "http://ws.proxy:8080")
+    assert proxy_for("wss://api.example.com/tts") == "http://ws.proxy:8080"
+    assert proxy_for("https://api.example.com/tts") == "http://secure.proxy:3128"  # not the WebSockets' one
+    monkeypatch.setenv("no_proxy", "api.example.com")
+    assert proxy_for("wss://api.example.com/tts") is None and proxy_for("https://api.example.com") is None
+    assert proxy_for("wss://other.example.com/tts") == "http://ws.proxy:8080"
+    assert proxy_for("wss://api.example.com", "http://mine:1") == "http://mine:1"  # explicit wins, NO_PROXY too
+    assert proxy_for("wss://other.example.com", None) is None
+    assert ConnectionSettings(proxy=False).proxy is None

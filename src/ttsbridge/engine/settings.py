@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import ssl as ssl_module
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ttsbridge.engine.proxy import ProxySetting, check_proxy
@@ -72,7 +72,7 @@ class ConnectionSettings:
     max_size: int = 8 * 2**20
     max_idle: float | None = 60.0
     max_age: float | None = None
-    proxy: ProxySetting = True
+    proxy: ProxySetting = field(default=True, repr=False)  # (a proxy URL may hold credentials)
     ssl: ssl_module.SSLContext | None = None
 
     def __post_init__(self) -> None:
