@@ -143,11 +143,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         """This event loop's dialer (its pool of connections by output format), shared by every provider with the same endpoint and
         settings on this loop. Once the provider is closed: the one it last used on this loop, for diagnostics
         (its counters and connections; turns go through :meth:`open_turn`, which refuses)."""
-        if self._dialers.closed:
-            last = self._dialers.last()
-            if last is not None:
-                return last
-        return self._dialers.get()
+        return self._dialers.current()
 
     @property
     def closed(self) -> bool:
