@@ -124,7 +124,15 @@ def test_one_set_of_environment_rules_for_websockets_and_http(monkeypatch: pytes
     """``proxy_for`` is the one reader of the environment (the transport's and the HTTP calls'): websockets'
     order for ws/wss (WSS_PROXY / WS_PROXY first, then SOCKS, then HTTPS_PROXY, and HTTP_PROXY for ws://),
     the scheme's own proxy for http/https, NO_PROXY for all; an explicit proxy wins, None and False are direct."""
-    for name in ("no_proxy", "ws_proxy", "wss_proxy", "socks_proxy", "https_proxy", "http_proxy", "all_proxy"):
+    for name in (
+        "no_proxy",
+        "ws_proxy",
+        "wss_proxy",
+        "socks_proxy",
+        "https_proxy",
+        "http_proxy",
+        "all_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
     monkeypatch.setenv("https_proxy", "http://secure.proxy:3128")
@@ -139,6 +147,8 @@ def test_one_set_of_environment_rules_for_websockets_and_http(monkeypatch: pytes
     monkeypatch.setenv("no_proxy", "api.example.com")
     assert proxy_for("wss://api.example.com/tts") is None and proxy_for("https://api.example.com") is None
     assert proxy_for("wss://other.example.com/tts") == "http://ws.proxy:8080"
-    assert proxy_for("wss://api.example.com", "http://mine:1") == "http://mine:1"  # explicit wins, NO_PROXY too
+    assert (
+        proxy_for("wss://api.example.com", "http://mine:1") == "http://mine:1"
+    )  # explicit wins, NO_PROXY too
     assert proxy_for("wss://other.example.com", None) is None
     assert ConnectionSettings(proxy=False).proxy is None

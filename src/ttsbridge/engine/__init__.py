@@ -10,6 +10,8 @@
 - :mod:`.pool`       :class:`KeyedPool`, connection pooling (shared per key, or exclusive standbys)
 - :mod:`.dialers`    :class:`~.dialers.SharedDialer`, :class:`~.dialers.StandbyDialer`: how turns get connections
 - :mod:`.backoff`    :class:`Backoff`, exponential backoff with full jitter
+- :mod:`.shared`     :class:`~.shared.LoopShare`: one dialer per settings per event loop, shared by instances
+- :mod:`.transport`  TCP, the proxy (:mod:`.proxy`: the environment's rules) and TLS (:mod:`.tls`)
 
 See docs/architecture.md, "engine".
 """

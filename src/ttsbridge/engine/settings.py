@@ -85,7 +85,9 @@ class ConnectionSettings:
             raise TTSInvalidOptionError("max_size", size, "an int of bytes >= 1024")
         object.__setattr__(self, "proxy", check_proxy(self.proxy))  # (False is None)
         if self.ssl is not None and not isinstance(self.ssl, ssl_module.SSLContext):
-            raise TTSInvalidOptionError("ssl", self.ssl, "an ssl.SSLContext, or None (the shared verifying one)")
+            raise TTSInvalidOptionError(
+                "ssl", self.ssl, "an ssl.SSLContext, or None (the shared verifying one)"
+            )
 
     @classmethod
     def names(cls) -> frozenset[str]:

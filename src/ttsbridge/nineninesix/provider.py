@@ -134,7 +134,9 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         self._dialers: LoopShare[SharedDialer[OutputFormat]] = LoopShare(
             (endpoint, conn), lambda: endpoint.dialer(conn), SharedDialer.aclose, name="nineninesix"
         )
-        self.http = NineninesixHTTP(key, base_url=base_url, session=http_session, proxy=conn.proxy, ssl=conn.ssl)
+        self.http = NineninesixHTTP(
+            key, base_url=base_url, session=http_session, proxy=conn.proxy, ssl=conn.ssl
+        )
         self._turns: weakref.WeakSet[EngineTurn] = weakref.WeakSet()
         self._account = account_scope(key)
 
