@@ -5,13 +5,19 @@ decodes it to PCM16 frames, and Pipecat's ``TwilioFrameSerializer`` turns them b
 ``media`` payloads Twilio plays. On barge-in the serializer sends Twilio a ``clear`` and the TTS cancels its
 server context, so the caller hears nothing stale.
 
+The one line a phone bot adds for carrier playback acknowledgements (docs/telephony.md) is the serializer's
+wrapper, ``PlaybackAcks(...)`` in ``run_bot``: the bot then sends Twilio a ``mark`` at each word and at the
+end of each reply, an interruption keeps in the LLM context the words Twilio says it played, and the hang-up
+(``hang_up=True``) waits until the goodbye has played instead of cutting it off.
+
 Put your STT and LLM where the ``ScriptedLLM`` stands (see ``build_pipeline``).
 
 Run it against the emulator, no Twilio account needed: the script starts the emulator and the bot's
-WebSocket server, then plays Twilio's part (connects, sends ``connected``/``start``, receives ``media``) and
-writes what the caller heard to a WAV file::
+WebSocket server, then plays Twilio's part with an emulated carrier (it connects, sends
+``connected``/``start``, plays the ``media`` in real time behind a jitter buffer, echoes each ``mark`` once
+its audio has played) and writes what the caller heard to a WAV file::
 
-    python examples/pipecat_twilio_bot.py --emulator --out call.wav
+    python examples/pipecat_twilio_bot.py --emulator --out call.wav --jitter-buffer 0.6
 
 Run it for real: start the bot, expose it over wss:// (e.g. ``ngrok http 8765``), and point your Twilio number
 at TwiML like ``<Response><Connect><Stream url="wss://YOUR-HOST/"/></Connect></Response>``::
@@ -23,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import socket
 import sys
@@ -48,10 +53,10 @@ from pipecat.transports.websocket.server import (
 )
 from pipecat.workers.runner import WorkerRunner
 
-from ttsbridge.audio.g711 import ulaw_decode
 from ttsbridge.audio.wav import write_wav
 from ttsbridge.demo import ScriptedLLM
 from ttsbridge.pipecat import NineninesixTTSService
+from ttsbridge.pipecat.telephony import PlaybackAcks
 
 TWILIO_RATE = 8000
 GREETING = "Hello, thanks for calling."
@@ -141,7 +146,7 @@ async def run_bot(
 ) -> None:
     transport = SingleClientWebsocketServerTransport(
         params=SingleClientWebsocketServerParams(
-            serializer=TwilioStreamSerializer(),
+            serializer=PlaybackAcks(TwilioStreamSerializer()),  # marks: what the caller heard, and when
             audio_in_enabled=True,
             audio_out_enabled=True,
             add_wav_header=False,
@@ -175,40 +180,29 @@ async def run_bot(
     await runner.run()
 
 
-async def fake_twilio_call(url: str, out_path: str, timeout_s: float = 60.0) -> dict[str, Any]:
-    """Play Twilio's part: open the media stream, then collect the bot's μ-law audio until it hangs up."""
-    from websockets.asyncio.client import connect
+async def fake_twilio_call(
+    url: str, out_path: str, timeout_s: float = 60.0, *, jitter_buffer_s: float = 0.0
+) -> dict[str, Any]:
+    """Play Twilio's part: open the media stream, play the bot's μ-law audio in real time (behind
+    ``jitter_buffer_s``), echo its marks once played, until the bot hangs up; write what was played."""
+    from ttsbridge.emulator.carrier import CarrierConfig, EmulatedCarrier
 
-    ulaw = bytearray()
-    events: dict[str, int] = {}
-    async with connect(url) as ws:
-        await ws.send(json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"}))
-        await ws.send(
-            json.dumps(
-                {
-                    "event": "start",
-                    "streamSid": "MZemulator",
-                    "start": {
-                        "streamSid": "MZemulator",
-                        "callSid": "CAemulator",
-                        "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
-                    },
-                }
-            )
-        )
-
-        async def receive() -> None:
-            async for raw in ws:
-                msg = json.loads(raw)
-                kind = msg.get("event", "?")
-                events[kind] = events.get(kind, 0) + 1
-                if kind == "media":
-                    assert msg.get("streamSid") == "MZemulator"
-                    ulaw.extend(base64.b64decode(msg["media"]["payload"]))
-
-        await asyncio.wait_for(receive(), timeout_s)
-    write_wav(out_path, ulaw_decode(bytes(ulaw)), TWILIO_RATE)
-    return {"seconds": len(ulaw) / TWILIO_RATE, "events": events, "out": out_path}
+    config = CarrierConfig(
+        carrier="twilio", stream_id="MZemulator", call_id="CAemulator", jitter_buffer_s=jitter_buffer_s
+    )
+    async with EmulatedCarrier.dial(url, config) as call:
+        await call.wait_until(lambda: call.hangup is not None, timeout_s)
+    pcm = call.played_pcm()
+    write_wav(out_path, pcm, TWILIO_RATE)
+    assert call.hangup is not None
+    return {
+        "seconds": len(pcm) / 2 / TWILIO_RATE,
+        "events": dict(call.events),
+        "out": out_path,
+        "unplayed_s": call.hangup.unplayed_s,
+        "marks_echoed": sum(m.echoed_at is not None for m in call.marks),
+        "errors": list(call.errors),
+    }
 
 
 def _free_port() -> int:
@@ -218,7 +212,12 @@ def _free_port() -> int:
 
 
 async def emulator_call(
-    out_path: str, voice: str | None = None, *, greeting: str = GREETING, reply: str = REPLY
+    out_path: str,
+    voice: str | None = None,
+    *,
+    greeting: str = GREETING,
+    reply: str = REPLY,
+    jitter_buffer_s: float = 0.0,
 ) -> dict[str, Any]:
     """The whole call on loopback: emulator + bot + a fake Twilio caller."""
     from ttsbridge.emulator import Emulator, EmulatorConfig
@@ -241,7 +240,9 @@ async def emulator_call(
         )
         try:
             await asyncio.wait_for(ready.wait(), 30.0)
-            result = await fake_twilio_call(f"ws://127.0.0.1:{port}", out_path)
+            result = await fake_twilio_call(
+                f"ws://127.0.0.1:{port}", out_path, jitter_buffer_s=jitter_buffer_s
+            )
             await asyncio.wait_for(bot, 30.0)
         finally:
             if not bot.done():
@@ -258,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--emulator", action="store_true", help="run a whole call locally, no Twilio needed")
     parser.add_argument("--out", default="twilio-call.wav", help="(--emulator) WAV of what the caller heard")
+    parser.add_argument(
+        "--jitter-buffer", type=float, default=0.0, help="(--emulator) the carrier's jitter buffer, seconds"
+    )
     parser.add_argument("--host", default="0.0.0.0", help="bot WebSocket host")
     parser.add_argument("--port", type=int, default=8765, help="bot WebSocket port")
     parser.add_argument("--base-url", default="https://api.nineninesix.ai", help="Nineninesix API base URL")
@@ -269,9 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     logger.remove()
     logger.add(sys.stderr, level="DEBUG" if args.verbose else "WARNING")
     if args.emulator:
-        result = asyncio.run(emulator_call(args.out, args.voice))
+        result = asyncio.run(emulator_call(args.out, args.voice, jitter_buffer_s=args.jitter_buffer))
         print(f"caller heard {result['seconds']:.2f} s of audio -> {result['out']}")
         print(f"twilio events: {result['events']}; wire format: {', '.join(result['wire_formats'])}")
+        print(
+            f"marks echoed: {result['marks_echoed']}; left unplayed at the hang-up: {result['unplayed_s']:.2f} s"
+        )
         return 0 if result["seconds"] > 0 else 1
     asyncio.run(
         run_bot(

@@ -256,8 +256,12 @@ class _TurnServiceMixin:
     async def _close_audio_context(self, context_id: str) -> None:
         """End ``context_id``'s audio context with a ``TTSStoppedFrame`` (queued behind its audio), if open."""
         if self.audio_context_available(context_id):  # type: ignore[attr-defined]
-            await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))  # type: ignore[attr-defined]
+            await self._append_stop_frame(context_id)
             await self.remove_audio_context(context_id)  # type: ignore[attr-defined]
+
+    async def _append_stop_frame(self, context_id: str) -> None:
+        """The ``TTSStoppedFrame`` that ends ``context_id``'s audio (a phone call's final mark goes behind it)."""
+        await self.append_to_audio_context(context_id, TTSStoppedFrame(context_id=context_id))  # type: ignore[attr-defined]
 
     async def _fail_context(self, context_id: str, exc: BaseException) -> None:
         """``context_id`` failed: report it once, end its audio context now and drop its unspoken text."""

@@ -11,6 +11,10 @@ Characters heard are counted here: the words the service timed (``add_word_times
 Pipecat plays them out of the audio context (``_add_word_timestamps``, in playback order); an interruption
 drops the rest. With ``word_timestamps=False`` no word is played: a context played to its end counts every
 word timed for it, an interrupted or failed one none (as Pipecat then commits the whole text, or nothing).
+
+On a carrier call with playback acknowledgements (docs/telephony.md) a turn's playback is over when the
+carrier says so (its final mark, a clear, the end of the call), and its characters heard are those of the
+words that start at or before the position the carrier acknowledged (the estimate above when it never did).
 """
 
 from __future__ import annotations
@@ -38,6 +42,19 @@ class _Ledger:
     turn: Turn
     words: deque[TimedWord] = field(default_factory=deque)  # timed, not yet played
     playback_over: bool = False
+    #: the carrier reports this turn's playback: heard is counted from its position when it is over
+    by_carrier: bool = False
+    #: (by_carrier) the words Pipecat played out of the audio context: the push-time estimate
+    played: list[TimedWord] = field(default_factory=list)
+
+
+def _carrier_heard(ledger: _Ledger, *, completed: bool, heard_s: float | None) -> list[TimedWord]:
+    """The words heard of a turn whose playback the carrier reported: those starting at or before the position
+    it acknowledged; without one, the estimate (every word of a turn played to its end, else those played)."""
+    timed = [*ledger.played, *ledger.words]
+    if heard_s is not None:
+        return [w for w in timed if w.start <= heard_s + 1e-3]
+    return timed if completed else list(ledger.played)
 
 
 class TurnUsageMixin:
@@ -82,22 +99,43 @@ class TurnUsageMixin:
         if ledger is not None:
             for _ in word_times:
                 if ledger.words:
-                    ledger.turn.note_heard(len(ledger.words.popleft().text))
+                    word = ledger.words.popleft()
+                    if ledger.by_carrier:
+                        ledger.played.append(word)
+                    else:
+                        ledger.turn.note_heard(len(word.text))
+
+    def _usage_by_carrier(self, context_id: str) -> None:
+        """The carrier reports ``context_id``'s playback: count what was heard when it says it is over."""
+        ledger = self._ledgers.get(context_id)
+        if ledger is not None:
+            ledger.by_carrier = True
+
+    def _awaits_carrier(self, context_id: str) -> bool:
+        """The carrier has yet to report the end of ``context_id``'s playback (see the telephony side)."""
+        return False
 
     async def on_audio_context_completed(self, context_id: str) -> None:
         await super().on_audio_context_completed(context_id)  # type: ignore[misc]
-        await self._playback_over(context_id, completed=True)
+        if not self._awaits_carrier(context_id):
+            await self._playback_over(context_id, completed=True)
 
     async def on_audio_context_interrupted(self, context_id: str) -> None:
         await super().on_audio_context_interrupted(context_id)  # type: ignore[misc]
-        await self._playback_over(context_id, completed=False)
+        if not self._awaits_carrier(context_id):
+            await self._playback_over(context_id, completed=False)
 
-    async def _playback_over(self, context_id: str, *, completed: bool) -> None:
+    async def _playback_over(self, context_id: str, *, completed: bool, heard_s: float | None = None) -> None:
+        """The turn's playback is over (``completed``: played to its end). ``heard_s``: the position the
+        carrier acknowledged (s of the turn's audio), for a turn whose playback it reports."""
         ledger = self._ledgers.get(context_id)
-        if ledger is not None:
+        if ledger is not None and not (ledger.by_carrier and ledger.playback_over):
             ledger.playback_over = True
             failed = context_id in self._failed_contexts  # type: ignore[attr-defined]
-            if completed and not failed and not self._word_timestamps:  # type: ignore[attr-defined]
+            if ledger.by_carrier:  # once: the carrier's report is final
+                for word in _carrier_heard(ledger, completed=completed and not failed, heard_s=heard_s):
+                    ledger.turn.note_heard(len(word.text))
+            elif completed and not failed and not self._word_timestamps:  # type: ignore[attr-defined]
                 # No word events were played: a context played to its end was heard whole (what Pipecat
                 # commits to the LLM context then); an interrupted or failed one counts nothing, as nothing of
                 # it is committed.

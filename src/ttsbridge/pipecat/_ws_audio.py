@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from loguru import logger
-from pipecat.frames.frames import InterruptionFrame, TTSAudioRawFrame
+from pipecat.frames.frames import Frame, InterruptionFrame, TTSAudioRawFrame
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.tts_service import WebsocketTTSService
 
 from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
+from ttsbridge.pipecat.telephony import ServicePlayback, call_of
 from ttsbridge.policy.chunks import HoldWait, Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import WordClock
 from ttsbridge.tracing import TurnRecord
@@ -79,6 +80,10 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: timestamp has passed at once). The play time is taken from the turn's first audio (Pipecat's word
     #: time base for a context that plays at once; a queued context's is later, so its words go early).
     word_due_margin_s: ClassVar[float] = 0.15
+    #: The carrier call this service speaks on, when its serializer is a ``PlaybackAcks`` (docs/telephony.md):
+    #: looked up once, at the first audio.
+    _phone: ServicePlayback | None = None
+    _phone_worker: object = None
 
     # -- audio --------------------------------------------------------------------------------------------
 
@@ -155,13 +160,18 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         state.touch()
         if state.record is not None:
             state.record.on_audio()
-        await self.append_to_audio_context(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
+        phone = self._playback()
+        start_s = clock.audio_seconds
+        if phone is None:
+            await self.append_to_audio_context(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
         now = time.monotonic()
         if state.first_audio_at is None:
             state.first_audio_at = now
         due = now - state.first_audio_at + self.word_due_margin_s
         words = clock.add_audio(len(pcm) / (2.0 * rate), due_s=due)
         words += clock.complete_rendered(state.turn.rendered)  # (Kitta: a segment's audio ended)
+        if phone is not None:  # on a carrier call: cut at the word starts, a mark at each
+            await phone.append_audio(state, rate, pcm, start_s, words)
         if words:
             await self._push_words(clock, words, context_id)
 
@@ -195,6 +205,8 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             # sentence opens a new audio context with a new time base.
             state.clock.restart()
             state.first_audio_at = None
+            if self._phone is not None:
+                self._phone.restart(context_id)
         await super().on_audio_context_completed(context_id)
 
     # -- barge-in -----------------------------------------------------------------------------------------
@@ -208,6 +220,8 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         await super().on_audio_context_interrupted(context_id)
 
     async def _handle_interruption(self, frame: InterruptionFrame, direction: FrameDirection) -> None:
+        if self._phone is not None:  # first: what the caller heard, before the interrupted contexts go
+            await self._phone.on_interruption()
         await super()._handle_interruption(frame, direction)
         # Turns whose audio context had already been let go (idle LLM) are interrupted too, unless they
         # belong to uninterruptible speech that Pipecat kept.
@@ -248,6 +262,37 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+    # -- phone calls (carrier playback acknowledgements: ttsbridge.pipecat.telephony) ---------------------
+
+    def _playback(self) -> ServicePlayback | None:
+        """The call's playback side, if this service's pipeline serializes through a ``PlaybackAcks``."""
+        try:
+            worker = self.pipeline_worker
+        except Exception:  # not set up by a pipeline worker (a bare test harness)
+            return None
+        if worker is not self._phone_worker:  # looked up once per pipeline this service runs in
+            self._phone_worker = worker
+            call = call_of(worker)
+            self._phone = ServicePlayback(self, call, super().push_frame) if call is not None else None
+        return self._phone
+
+    async def push_frame(self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM) -> None:
+        phone = self._phone
+        if phone is not None and await phone.intercept(frame, direction):
+            return  # held until the carrier has played it, or pushed after the drain
+        await super().push_frame(frame, direction)
+
+    async def _append_stop_frame(self, context_id: str) -> None:
+        phone = self._phone
+        if phone is not None:
+            phone.keep_span(context_id)  # ends when the carrier has played the reply
+        await super()._append_stop_frame(context_id)
+        if phone is not None:
+            await phone.end_reply(context_id)  # the final mark, behind the stop frame
+
+    def _awaits_carrier(self, context_id: str) -> bool:
+        return self._phone is not None and self._phone.awaits_carrier(context_id)
 
     # -- failures -----------------------------------------------------------------------------------------
 
