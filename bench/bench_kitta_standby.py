@@ -43,7 +43,7 @@ async def one_turn(provider: KittaTurnProvider) -> tuple[float, bool]:
         break
     await turn.cancel()  # the rest of the (paced) audio is not what we measure
     assert first is not None, "no audio"
-    return first, turn.from_standby
+    return first, turn.connection_reused
 
 
 async def run(provider: KittaTurnProvider, turns: int, standby: bool) -> list[float]:

@@ -56,11 +56,11 @@ def test_redacting_logger(caplog: pytest.LogCaptureFixture) -> None:
     assert len(caplog.records) == 3
 
 
-def test_a_clients_key_is_masked_everywhere_once_registered() -> None:
-    from ttsbridge.kitta.client import KittaClient
+def test_a_providers_key_is_masked_everywhere_once_registered() -> None:
+    from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 
     key = "kt-registered-without-prefix-42"
-    KittaClient(key)
+    KittaTurnProvider(key, options=KittaOptions(voice_id="v"), standby=False)
     err = TTSAPIError(f"server said: bad token {key}", provider="kitta", error_code="unauthorized")
     assert key not in str(err)
     assert key not in redact(f"anything {key} anywhere")

@@ -108,7 +108,7 @@ def _nineninesix() -> ProviderSpec:
 
 def _kitta() -> ProviderSpec:
     from ttsbridge.kitta.billing import KITTA
-    from ttsbridge.kitta.client import API_KEY_ENV
+    from ttsbridge.kitta.catalog import API_KEY_ENV
     from ttsbridge.kitta.models import DEFAULT_BASE_URL, DISPLAY_NAME, KittaOptions
     from ttsbridge.kitta.provider import KittaTurnProvider
 

@@ -84,7 +84,7 @@ def test_the_kitta_key_covers_every_request_field() -> None:
     qwen = key(kitta(model="qwen-tts"))  # the model whose request has instructions
     assert key(kitta(model="qwen-tts", instructions="Speak slowly.")) != qwen
     assert key(kitta(model="qwen-tts", optimize_instructions=True)) != qwen
-    assert key(kitta(sample_rate=16000)) == base  # KittaClient.synthesize's rate: a turn's is the one opened
+    assert key(kitta(sample_rate=16000)) == base  # a synthesize's rate: a turn's is the one opened
     assert key(kitta(speed=1)) == key(kitta(speed=1.0))  # the same request, the same audio
     assert key(kitta(api_key="another-kitta-account")) != base
     assert key(kitta(base_url="http://127.0.0.1:10")) != base

@@ -41,8 +41,9 @@ class Env:
     def voice(self) -> str:
         return "chirp" if self.name == "chirp" else TONE_VOICE_ID
 
-    def turn_provider(self) -> TurnProvider[Any]:
-        return self.spec.turn_provider(self.api_key, base_url=self.base_url, voice=self.voice)
+    def turn_provider(self, base_url: str | None = None) -> TurnProvider[Any]:
+        """The provider, pointed at its server (or at ``base_url``)."""
+        return self.spec.turn_provider(self.api_key, base_url=base_url or self.base_url, voice=self.voice)
 
     def pipecat(self) -> Any:
         from chirp import services  # (imports Pipecat: only the Pipecat suite asks for a service)

@@ -1,6 +1,8 @@
-"""Chirp as a :class:`~ttsbridge.turns.TurnProvider`: typed options, a pooled connection, the engine's turn,
-and its entry in the registry. Everything that is a turn (send, end, cancel, audio, resampling, take_ready,
-the deadline) is :class:`~ttsbridge.engine.turn.EngineTurn`'s."""
+"""Chirp as a :class:`~ttsbridge.turns.TurnProvider`: typed options, which dialer (the engine's shared one:
+every turn on one pooled connection), the engine's turn, and its entry in the registry. Everything that is a
+turn (send, end, cancel, audio, resampling, take_ready, the deadline) is
+:class:`~ttsbridge.engine.turn.EngineTurn`'s; everything that is a connection (connect, keepalive, pool) is the
+engine's :class:`~ttsbridge.engine.connection.Connection`."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from typing import Any
 from chirp.protocol import ChirpProtocol, ChirpRequest
 from ttsbridge import providers
 from ttsbridge._options import StrictOptions
-from ttsbridge.engine.connection import Connection
-from ttsbridge.engine.pool import KeyedPool
-from ttsbridge.engine.turn import EngineTurn, Link
+from ttsbridge.engine.dialers import SharedDialer
+from ttsbridge.engine.settings import ConnectionSettings
+from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.policy.usage import FAILED_BY_SERVER, FAILED_LOCALLY, Billed, BillingRule
 from ttsbridge.turns import TurnProvider
 
@@ -34,10 +36,17 @@ class ChirpOptions(StrictOptions):
 class ChirpTurnProvider(TurnProvider[ChirpOptions]):
     provider = "chirp"
 
-    def __init__(self, url: str, *, options: ChirpOptions | None = None, timeout: float = 5.0) -> None:
+    def __init__(
+        self, url: str, *, options: ChirpOptions | None = None, timeout: float = 5.0, **settings: Any
+    ) -> None:
         self._options = options or ChirpOptions()
         self.url, self.timeout = url, timeout
-        self._pool: KeyedPool[str, _ChirpConnection] = KeyedPool(self._connect, name="chirp")
+        self.dialer: SharedDialer[str] = SharedDialer(
+            lambda _key: ChirpProtocol(url, timeout),
+            ConnectionSettings().replace(**settings),  # the engine's defaults (connect_timeout=...)
+            key=lambda _request: "chirp",
+            name="chirp",
+        )
 
     @property
     def options(self) -> ChirpOptions:
@@ -51,31 +60,13 @@ class ChirpTurnProvider(TurnProvider[ChirpOptions]):
     ) -> EngineTurn:
         opts = self._options.updated(**overrides) if overrides else self._options
         request = ChirpRequest(voice=opts.voice or "chirp", timeout=timeout)
-        return await EngineTurn(self, request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate).open()
-
-    # the turns' dialer
-    async def dial(self, turn_id: str, request: ChirpRequest, *, retry: bool) -> tuple[Link, bool]:
-        opened = self._pool.opened
-        return await self._pool.acquire("chirp"), self._pool.opened == opened
-
-    def hang_up(self, link: Link, *, cancelled: bool) -> None:
-        pass  # the connection is shared by the turns
-
-    async def _connect(self, _key: str) -> _ChirpConnection:
-        conn = _ChirpConnection(ChirpProtocol(self.url, self.timeout), on_event=None, name="chirp")
-        await conn.connect()
-        return conn
+        turn = EngineTurn(
+            self.dialer, request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate, timeout=timeout
+        )
+        return await turn.open()
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
-
-
-class _ChirpConnection(Connection):
-    def usable(self) -> bool:
-        return self.writable() and not self.suspect
-
-    def expired(self) -> bool:
-        return False
+        await self.dialer.aclose()
 
 
 def _spec() -> providers.ProviderSpec:

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 from engine_toy import KEY, ToyProtocol, ToyServer
-from websockets.protocol import State
 
 from support import wait_until
 from ttsbridge.engine import ConnectionFailed, ConnectRequest, Event, describe_close
 from ttsbridge.engine.connection import Connection
+from ttsbridge.engine.settings import ConnectionSettings
 from ttsbridge.engine.stream import TurnStream
 from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSTimeoutError
 
@@ -52,7 +52,7 @@ async def test_a_turn_round_trip_dispatches_audio_to_its_sink_and_detaches_at_it
         assert isinstance(seen[-1], ConnectionFailed) and "closed by the client" in str(seen[-1].error)
         with pytest.raises(TTSConnectionError, match="closed by the client"):
             await collect(b)
-        assert conn.closed and conn.ws is not None and conn.ws.state is State.CLOSED  # nothing left reading
+        assert conn.closed and conn.socket is not None and conn.socket.lost.done()  # nothing left reading
 
 
 async def test_the_deadline_timer_ticks_the_protocol_which_fails_the_turn_and_cancels_it() -> None:
@@ -96,7 +96,7 @@ async def test_a_rejected_handshake_is_the_protocols_typed_error_without_the_key
 async def test_an_unreachable_host_is_a_connection_error_naming_the_url_without_the_key() -> None:
     async with ToyServer() as srv:
         url = srv.url
-    conn = Connection(ToyProtocol(url), name="toy-1", connect_timeout=5.0)
+    conn = Connection(ToyProtocol(url), ConnectionSettings(connect_timeout=5.0), name="toy-1")
     with pytest.raises(TTSConnectionError, match="cannot connect to") as info:
         await conn.connect()
     assert KEY not in str(info.value)

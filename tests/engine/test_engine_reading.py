@@ -12,6 +12,7 @@ from raw_server import RawServer, close_frame, text_frame
 
 from support import wait_until
 from ttsbridge.engine.connection import INBOX_HIGH, SLICE, Connection
+from ttsbridge.engine.settings import ConnectionSettings
 from ttsbridge.engine.stream import TurnStream
 
 
@@ -20,7 +21,7 @@ async def open_turn(
 ) -> tuple[Connection, ToyProtocol, TurnStream]:
     """A connected turn ``"a"``; its ``text`` sent (the server's burst follows) unless None."""
     proto = ToyProtocol(srv.url)
-    conn = Connection(proto, name="toy-read", **conn_kwargs)
+    conn = Connection(proto, ConnectionSettings(**conn_kwargs), name="toy-read")
     await conn.connect()
     stream = TurnStream()
     proto.open_turn("a", None, conn.now())
@@ -54,7 +55,7 @@ async def test_a_burst_larger_than_the_inbox_bound_arrives_whole_and_in_order() 
     async with ToyServer(burst=burst) as srv:
         conn, proto, stream = await open_turn(srv, "abcdefghij")
         assert await read_all(stream, burst) == expected("abcdefghij", burst)
-        assert proto.frames_received == burst and not conn._inbox and not conn._paused
+        assert proto.frames_received == burst and not len(conn.inbox) and not conn.inbox.paused
         await conn.close()
 
 
@@ -101,11 +102,11 @@ async def test_a_close_frame_behind_a_burst_that_paused_reading_still_closes_at_
 
     async with RawServer(script) as srv:
         conn, proto, _ = await open_turn(srv, "x", close_timeout=10.0, ping_interval=None)
-        sock = conn._sock
+        sock = conn.socket
         assert sock is not None
         await wait_until(lambda: proto.closed, 5.0)
         assert proto.frames_received == 2 * INBOX_HIGH  # every frame before the close was handled
-        await asyncio.wait_for(asyncio.shield(sock.connection_lost_waiter), 3.0)  # not close_timeout (10 s)
+        await asyncio.wait_for(asyncio.shield(sock.lost), 3.0)  # not close_timeout (10 s)
         await conn.close()
 
 
@@ -120,11 +121,17 @@ async def test_frames_that_come_with_the_handshake_are_handled_once_connect_has_
             proto = ToyProtocol(srv.url)
             conn = Connection(
                 proto,
+                ConnectionSettings(ping_interval=None),
                 name="toy-read",
-                ping_interval=None,
-                on_receive=lambda: seen.append(("received", conn.ws is not None)),
-                on_event=lambda ev: seen.append((type(ev).__name__, conn.ws is not None)),
+                on_event=lambda ev: seen.append((type(ev).__name__, conn.is_open)),
             )
+            received = proto.receive
+
+            def receive(frame: str | bytes, now: float) -> None:
+                seen.append(("received", conn.is_open))
+                received(frame, now)
+
+            proto.receive = receive  # type: ignore[method-assign]
             await conn.connect()
             await wait_until(lambda: bool(seen), 5.0)
             await conn.close()
@@ -151,7 +158,7 @@ async def test_a_frame_queued_while_the_writer_task_finishes_is_still_written() 
 
         def late() -> None:
             proto.send_text("a", "late", conn.now())
-            conn._write_soon()
+            conn.writer.write_soon()
             queued_late.set()
 
         def data_to_send() -> list[str | bytes]:
@@ -161,7 +168,7 @@ async def test_a_frame_queued_while_the_writer_task_finishes_is_still_written() 
             return out
 
         proto.data_to_send = data_to_send  # type: ignore[method-assign]
-        conn._write_soon()  # a writer with nothing to write yet
+        conn.writer.write_soon()  # a writer with nothing to write yet
         await asyncio.wait_for(queued_late.wait(), 5.0)
         assert await read_all(stream, 4) == b"late"
         await conn.close()

@@ -96,13 +96,20 @@ def test_backoff_rejects_bad_options(kw: dict[str, float]) -> None:
 
 class FakeConn:
     def __init__(self, key: str) -> None:
-        self.key, self.ok, self.old, self.closed = key, True, False, False
+        self.key, self.ok, self.old, self.closed, self.retired = key, True, False, False, False
 
     def usable(self) -> bool:
-        return self.ok and not self.closed
+        return self.ok and not self.closed and not self.retired
 
     def expired(self) -> bool:
         return self.old
+
+    def retire(self) -> None:
+        self.retired = True
+
+    @property
+    def age(self) -> float:
+        return 0.0
 
     async def close(self) -> None:
         self.closed = True
@@ -111,7 +118,7 @@ class FakeConn:
 def pool(*, shared: bool = True) -> tuple[KeyedPool[str, FakeConn], list[FakeConn]]:
     made: list[FakeConn] = []
 
-    async def factory(key: str) -> FakeConn:
+    async def factory(key: str, timeout: float | None) -> FakeConn:
         await asyncio.sleep(0)
         made.append(FakeConn(key))
         return made[-1]
@@ -130,7 +137,7 @@ async def test_shared_pool_reuses_per_key_and_replaces_expired_or_unusable() -> 
     assert a3 is not a1 and a1.closed
     a3.ok = False
     a4 = await asyncio.wait_for(p.acquire("a"), 5.0)
-    assert a4 is not a3 and p.get("a") is a4
+    assert a4 is not a3 and p.get("a") is a4 and a3.retired
     p.discard("a", a4)
     assert p.get("a") is None
 

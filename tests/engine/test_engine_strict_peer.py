@@ -15,9 +15,9 @@ import pytest
 from raw_server import RawServer, close_frame
 from websockets.frames import Frame, Opcode
 
-from loopback import collect, no_client_tasks_left
+from loopback import collect, nns_provider, nns_turn, no_client_tasks_left
 from ttsbridge.errors import TTSConnectionError
-from ttsbridge.nineninesix import NineninesixClient, OutputFormat
+from ttsbridge.nineninesix import OutputFormat
 
 KEY = "sk_996_strict_peer_key"
 CID = "ctx-1"
@@ -94,9 +94,9 @@ async def run(frames: list[bytes], **client_kw: Any) -> tuple[bytes | BaseExcept
     peer = Peer(frames)
     async with RawServer(peer.script) as srv:
         base = srv.url.replace("ws://", "http://").rsplit("/", 1)[0]
-        client = NineninesixClient(KEY, base_url=base, ping_after_silence=None, **client_kw)
+        client = nns_provider(base, KEY, ping_after_silence=None, **client_kw)
         try:
-            ctx = await client.open_context(FMT, context_id=CID)
+            ctx = await nns_turn(client, FMT, turn_id=CID)
             await ctx.send("t1 hello")
             await ctx.end()
             try:

@@ -11,7 +11,7 @@ import pytest
 
 from ttsbridge.emulator import TONE_VOICE_ID, Emulator
 from ttsbridge.emulator.kitta import KittaConfig
-from ttsbridge.kitta import KittaClient, KittaOptions, KittaTurnProvider
+from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 
 
 def client_tasks() -> list[asyncio.Task[Any]]:
@@ -66,7 +66,7 @@ def tone_options() -> KittaOptions:
 async def _factory(
     cls: type[Any], kemu: Emulator, kitta_key: str, tone_options: KittaOptions
 ) -> AsyncIterator[Callable[..., Any]]:
-    """Build ``cls`` (client or provider) against the emulator with fast retries; close them all after."""
+    """Build ``cls`` (a provider) against the emulator with fast retries; close them all after."""
     made: list[Any] = []
 
     def _make(**kwargs: Any) -> Any:
@@ -83,14 +83,6 @@ async def _factory(
     for obj in made:
         with contextlib.suppress(Exception):
             await obj.aclose()
-
-
-@pytest.fixture
-async def make_client(
-    kemu: Emulator, kitta_key: str, tone_options: KittaOptions
-) -> AsyncIterator[Callable[..., KittaClient]]:
-    async with _factory(KittaClient, kemu, kitta_key, tone_options) as make:
-        yield make
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""KittaClient and KittaTurnProvider against the emulator over loopback."""
+"""KittaTurnProvider against the emulator over loopback."""
 
 from __future__ import annotations
 
@@ -9,21 +9,21 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kitta_support import session_ready
 
 from support import wait_until as poll
 from ttsbridge.audio.analysis import dominant_frequency
 from ttsbridge.emulator import Emulator, tone_duration, tone_frequency
 from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSAPIError, TTSConnectionError, TTSTimeoutError
-from ttsbridge.kitta import KittaClient, KittaLimitError, KittaLimits, KittaTurnProvider
-from ttsbridge.kitta.client import retry_request_id
+from ttsbridge.kitta import KittaLimitError, KittaLimits, KittaTurnProvider
+from ttsbridge.kitta.catalog import retry_request_id
 from ttsbridge.kitta.facts import KittaRequest
 
 WAIT = 10.0
 SENTENCES = ["Hello there. ", "How are you today? ", "This is the third sentence. "]
 
 MakeProvider = Callable[..., KittaTurnProvider]
-MakeClient = Callable[..., KittaClient]
 
 
 async def collect(turn: EngineTurn) -> bytes:
@@ -46,7 +46,7 @@ async def speak(
 async def raw_turn(provider: KittaTurnProvider, request_id: str | None = None) -> EngineTurn:
     """A turn on a fresh session whose sends are not flushed (the protocol's default request), at the
     server's rate: the engine's turn over the provider's dialer, as the provider opens one."""
-    turn = EngineTurn(provider, KittaRequest(), turn_id=request_id or str(uuid.uuid4()), sample_rate=24000)
+    turn = EngineTurn(provider.dialer, KittaRequest(), turn_id=request_id or str(uuid.uuid4()), sample_rate=24000)
     return await turn.open()
 
 
@@ -349,31 +349,31 @@ async def test_aclose_fails_open_turns(make_provider: MakeProvider, kemu: Emulat
 async def test_standby_is_used_and_replaced(kemu: Emulator, make_provider: MakeProvider) -> None:
     provider = make_provider()
     await provider.prewarm()
-    first = provider.standby_session
-    assert first is not None and first.authenticated.is_set() and not first.proto.is_ready
+    first = provider.dialer.standby
+    assert first is not None and first.quiet and not first.protocol.is_ready
     turn1, pcm1 = await speak(provider, ["Turn one. "])
     assert turn1.connection_reused and turn1.link is first
     await provider.prewarm()  # the replacement connects
-    second = provider.standby_session
-    assert second is not None and second is not first and second.authenticated.is_set()
+    second = provider.dialer.standby
+    assert second is not None and second is not first and second.quiet
     turn2, pcm2 = await speak(provider, ["Turn two. "])
     assert turn2.connection_reused and turn2.link is second
     check_tones(pcm1, ["Turn one."], 24000)
     check_tones(pcm2, ["Turn two."], 24000)
-    assert provider.standby_hits == 2 and provider.standby_misses == 0
+    assert provider.dialer.hits == 2 and provider.dialer.misses == 0
     await provider.prewarm()
-    assert provider.standby_created == 3 and kemu.stats.kitta_connections == 3
+    assert provider.dialer.created == 3 and kemu.stats.kitta_connections == 3
     assert kemu.stats.kitta_request_ids == [turn1.id, turn2.id]  # one session per turn, none while idle
 
 
 async def test_standby_is_retired_by_age(kemu: Emulator, make_provider: MakeProvider) -> None:
     provider = make_provider(standby_max_age=0.3)
     await provider.prewarm()
-    old = provider.standby_session
+    old = provider.dialer.standby
     assert old is not None
     await kemu.wait_until(lambda: kemu.stats.kitta_client_closes >= 1, timeout=WAIT)  # retired, closed
-    await poll(lambda: old.ended, WAIT)
-    assert provider.standby_retired >= 1
+    await poll(lambda: old.finished, WAIT)
+    assert provider.dialer.retired >= 1
     await provider.prewarm()
     turn, pcm = await speak(provider, ["Fresh standby. "])
     assert turn.connection_reused and turn.link is not old
@@ -385,22 +385,22 @@ async def test_standby_is_retired_by_age(kemu: Emulator, make_provider: MakeProv
 async def test_overrides_use_the_standby_connection(kemu: Emulator, make_provider: MakeProvider) -> None:
     provider = make_provider()
     await provider.prewarm()
-    standby = provider.standby_session
+    standby = provider.dialer.standby
     turn, pcm = await speak(provider, ["In English. "], language="en")
     # start carries the turn's options, so the warm connection serves any voice or language
     assert turn.connection_reused and turn.link is standby
-    assert standby is not None and standby.proto.request.language == "en"
+    assert standby is not None and standby.protocol.request.language == "en"
     check_tones(pcm, ["In English."], 24000)
 
 
 async def test_update_options_keeps_the_warm_connection(kemu: Emulator, make_provider: MakeProvider) -> None:
     provider = make_provider()
     await provider.prewarm()
-    standby = provider.standby_session
+    standby = provider.dialer.standby
     provider.update_options(language="en")
     assert provider.options.language == "en"
     turn, _ = await speak(provider, ["Now in English. "])
-    assert turn.link is standby and turn.link.proto.request.language == "en"
+    assert turn.link is standby and turn.link.protocol.request.language == "en"
     await provider.prewarm()
     assert kemu.stats.kitta_connections == 2 and kemu.stats.kitta_sessions == 1  # the used one + replacement
 
@@ -408,12 +408,12 @@ async def test_update_options_keeps_the_warm_connection(kemu: Emulator, make_pro
 async def test_standby_recovers_after_server_drops_it(kemu: Emulator, make_provider: MakeProvider) -> None:
     provider = make_provider()
     await provider.prewarm()
-    dead = provider.standby_session
+    dead = provider.dialer.standby
     assert await kemu.drop_connections() == 1
     assert dead is not None
-    await asyncio.wait_for(dead.task, WAIT)
+    await poll(lambda: dead.finished, WAIT)
     turn, pcm = await speak(provider, ["Still fine. "])
-    assert turn.id != dead.request_id
+    assert turn.id != dead.protocol.request_id
     check_tones(pcm, ["Still fine."], 24000)
 
 
@@ -444,14 +444,14 @@ async def test_no_key_in_any_url_or_log(
     for secret in (kitta_key, wrong):
         assert secret not in caplog.text
         assert secret not in str(exc.value)
-        for obj in (header, frame, bad, header.client, turn, turn.link):
+        for obj in (header, frame, bad, header.dialer.pool, turn, turn.link, turn.protocol):
             assert secret not in repr(obj)
 
 
 async def test_unflushed_text_is_never_billed_on_cancel(kemu: Emulator, make_provider: MakeProvider) -> None:
     gen = await raw_turn(make_provider(standby=False))
     await gen.send("Buffered but never flushed. ")
-    await asyncio.wait_for(gen.link.ready.wait(), WAIT)  # type: ignore[union-attr]
+    await session_ready(gen.link)
     await gen.cancel()
     assert [c async for c in gen] == []
     await kemu.wait_until(lambda: kemu.stats.kitta_client_closes == 1, timeout=WAIT)

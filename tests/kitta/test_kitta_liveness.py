@@ -40,14 +40,14 @@ async def test_a_standby_killed_silently_while_idle_is_found_by_its_keepalive_an
         prov = provider(proxy.base_url, standby=True)
         try:
             await prov.prewarm()
-            first = prov.standby_session
+            first = prov.dialer.standby
             proxy.blackhole_all()
             # the keepalive ping goes unanswered: the standby ends, the loop opens another (no turn needed)
-            await wait_until(lambda: prov.standby_session not in (None, first) and proxy.connections >= 2, 10)
-            await wait_until(lambda: prov.standby_session is not None and prov.standby_session.usable(), 10)
-            await wait_until(lambda: prov.standby_session.authenticated.is_set(), 10)
+            await wait_until(lambda: prov.dialer.standby not in (None, first) and proxy.connections >= 2, 10)
+            await wait_until(lambda: prov.dialer.standby is not None and prov.dialer.standby.usable(), 10)
+            await wait_until(lambda: prov.dialer.standby.quiet, 10)
             assert len(await speak(prov, 1)) == FULL
-            assert prov.standby_hits == 1
+            assert prov.dialer.hits == 1
             assert not [m for m in srv.messages if m.get("event") == "start"][1:]  # one start: the turn's
         finally:
             await prov.aclose()
@@ -83,8 +83,8 @@ async def test_the_liveness_knobs_reach_the_client_from_every_surface() -> None:
                          provider_options=dict(knobs))  # fmt: skip
     fw = KittaTurnProvider(KEY, options=OPTS, standby=False, **knobs)
     for prov in (lk._provider_impl, pc._provider, fw):
-        client = prov.client  # this loop's (shared by the three: the same settings)
-        assert (client.ping_interval, client.ping_after_silence, client.pong_timeout) == (2.5, 0.7, 0.9)
+        settings = prov.dialer.settings  # this loop's dialer (shared by the three: the same settings)
+        assert (settings.ping_interval, settings.ping_after_silence, settings.pong_timeout) == (2.5, 0.7, 0.9)
         await prov.aclose()
 
 

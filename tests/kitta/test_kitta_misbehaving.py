@@ -11,6 +11,7 @@ from typing import Any
 
 import msgpack
 import pytest
+from kitta_support import live
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
@@ -154,7 +155,7 @@ async def test_a_protocol_error_fails_the_turn_at_once_while_the_server_keeps_se
         assert turn.done and turn.error is not None
         # the close goes on in the background and is bounded: the transport is aborted after close_timeout
         await asyncio.wait_for(server.closed.wait(), close_timeout + 4)
-        await poll(lambda: not client.client._connections, close_timeout + 4)
+        await poll(lambda: not live(client), close_timeout + 4)
         await turn.cancel()
 
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
-from ttsbridge.engine.protocol import GiveUp, RetryPlan
+from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSAPIError, TTSInvalidOptionError
-from ttsbridge.kitta.client import build_url, retry_request_id
+from ttsbridge.kitta.catalog import build_url, retry_request_id
 from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import (
     AudioEvent,
@@ -481,7 +481,7 @@ def test_close_codes(code: int, retryable: bool) -> None:
     err = p.error
     assert isinstance(err, KittaConnectionClosed)
     assert err.close_code == code and err.retryable is retryable
-    assert isinstance(p.retry_plan(RID, 0.0), RetryPlan) is retryable  # retried only for 1012/1013
+    assert isinstance(p.plan, RetryPlan) is retryable  # retried only for 1012/1013
     assert p.events_received()[-1] == ConnectionFailed(err)
 
 
@@ -503,8 +503,7 @@ def test_resume_replays_only_undelivered_segments() -> None:
         SegmentStatus.PENDING,
         SegmentStatus.PENDING,
     ]
-    assert p.can_resume()
-    plan = p.retry_plan(RID, 0.0)
+    plan = p.plan
     assert isinstance(plan, RetryPlan) and len(plan.request.replay.segments) == 3
     q = make(turn=False)
     q.open_turn("req-1.r1", plan.request, 0.0)
@@ -531,9 +530,7 @@ def test_part_delivered_segment_is_never_replayed() -> None:
     feed(p, audio(0))
     feed(p, srv(event="error", code="internal_error", message="", retryable=True))
     assert p.segments[0].status is SegmentStatus.DELIVERING
-    assert not p.can_resume() and isinstance(p.retry_plan(RID, 0.0), GiveUp)  # retryable, yet not retried
-    with pytest.raises(KittaProtocolError):
-        p.replay()
+    assert p.error is not None and p.error.retryable and p.plan is None  # retryable, yet not retried
 
 
 def test_local_close_is_terminal_and_silent() -> None:
@@ -562,7 +559,7 @@ def test_limits_are_validated() -> None:
 @pytest.mark.parametrize("auth", ["header", "frame"])
 def test_a_deferred_session_authenticates_but_holds_start_until_begin(auth: str) -> None:
     p = make(auth=auth, turn=False)
-    assert p.deferred
+    assert p.accepts_turn
     first = unpack(p.data_to_send())
     assert [f["event"] for f in first] == (["auth"] if auth == "frame" else [])
     feed(p, srv(event="authenticated"))

@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kitta_support import live
+
 from support import wait_until as poll
 from ttsbridge.emulator import Emulator
 from ttsbridge.engine.turn import EngineTurn
@@ -42,7 +44,7 @@ async def test_an_idle_standby_starts_no_session_across_replacements(
     await provider.prewarm()
     # each replacement is a new connection; wait for several of them
     await kemu.wait_until(lambda: kemu.stats.kitta_connections >= 4, timeout=WAIT)
-    assert provider.standby_retired >= 3
+    assert provider.dialer.retired >= 3
     assert kemu.stats.kitta_sessions == 0 and kemu.stats.kitta_request_ids == []
     assert times_of(kemu, "start") == []
 
@@ -121,10 +123,10 @@ async def test_finished_turns_keep_no_session_socket_or_buffer(
     assert failed.done and failed.error is not None
     turns += [barged, failed, (await speak(provider, "Last one. "))[0]]
     await provider.prewarm()
-    standby = provider.standby_session
+    standby = provider.dialer.standby
     assert not provider._turns  # nothing per turn is kept after it ends
-    await poll(lambda: set(provider.client._connections) <= {standby}, WAIT)
+    await poll(lambda: set(live(provider)) <= {standby}, WAIT)
     for turn in turns:
         session = turn.link
-        assert session.ws is None and not turn._stream.pending()
+        assert session.finished and not turn._stream.pending()
     await kemu.wait_until(lambda: kemu.stats.kitta_open == 1, timeout=WAIT)  # the standby only

@@ -9,9 +9,11 @@ from typing import Any
 import msgpack
 import pytest
 
+from ttsbridge.engine.dialers import StandbyDialer
 from ttsbridge.engine.events import ConnectionFailed, TurnDone, TurnFailed
 from ttsbridge.engine.protocol import RetryPlan
 from ttsbridge.errors import TTSTimeoutError
+from ttsbridge.kitta.catalog import SETTINGS, retry_backoff
 from ttsbridge.kitta.facts import KittaRequest
 from ttsbridge.kitta.models import StartRequest
 from ttsbridge.kitta.protocol import KittaProtocol, KittaProtocolError, Outcome
@@ -163,13 +165,14 @@ def test_a_retryable_failure_yields_the_next_attempt_held_for_its_backoff() -> N
     p.end_turn(RID, 0.0)
     p.data_to_send()
     p.receive(srv(event="error", code="overloaded", retryable=True), 10.0)
-    plan = p.retry_plan(RID, 10.0)
+    plan = p.plan
     assert isinstance(plan, RetryPlan) and plan.turn_id == f"{RID}.r1"
     assert plan.dial_at == plan.not_before - 2.0  # its connection opens before its start is due
     nxt = make()
     nxt.open_turn(plan.turn_id, plan.request, 10.0)
-    assert nxt.turn_id == f"{RID}.r1" and nxt.deferred is False
-    assert p.events_received()[0] == TurnFailed(RID, p.error)  # that attempt failed; the turn goes on
+    assert nxt.turn_id == f"{RID}.r1" and not nxt.accepts_turn
+    failed = p.events_received()[0]
+    assert failed == TurnFailed(RID, p.error) and failed.retry is plan  # that attempt failed; the turn goes on
     facts = nxt.facts
     assert facts is p.facts and facts is not None
     assert facts.retries == 1 and facts.ids == [RID, f"{RID}.r1"] and facts.outcome is None
@@ -178,15 +181,29 @@ def test_a_retryable_failure_yields_the_next_attempt_held_for_its_backoff() -> N
     assert [s.text for s in nxt.segments] == ["One. "] and nxt.stop_requested  # replayed
 
 
-def test_the_next_turn_after_a_retryable_failure_waits_its_backoff() -> None:
+async def test_the_next_turn_after_a_retryable_failure_waits_its_backoff() -> None:
+    """The standby dialer holds the next turn's start after a retryable failure that was not retried, by
+    Kitta's retry backoff; a completed turn lifts the hold."""
     p = make(max_retries=0, backoff_initial=0.4, backoff_max=0.4)
     p.open_turn(RID, None, 0.0)
     p.connection_lost(1013, "", 10.0)
     assert p.facts is not None and p.facts.outcome is Outcome.FAILED
-    assert 10.2 <= p.not_before_next(0.0) <= 10.4
+    (failed,) = [e for e in p.events_received() if isinstance(e, TurnFailed)]
+    dialer = StandbyDialer(lambda _: p, SETTINGS, name="kitta", hold=retry_backoff(0.4, 0.4))
+
+    class At:  # the link's clock at the failure
+        def now(self) -> float:
+            return 10.0
+
+    dialer.hang_up(At(), failed)  # type: ignore[arg-type]
+    hold = dialer.take_hold()
+    assert hold is not None and 10.2 <= hold <= 10.4 and dialer.take_hold() is None  # one turn holds
+    dialer.hang_up(At(), failed)  # type: ignore[arg-type]
     done = drive_to(S.STOPPING)
     done.receive(FRAMES["finish"], 1.0)
-    assert done.events_received() == [TurnDone(RID)] and done.not_before_next(99.0) == 0.0
+    assert done.events_received() == [TurnDone(RID)]
+    dialer.hang_up(At(), TurnDone(RID))  # type: ignore[arg-type]
+    assert dialer.take_hold() is None
 
 
 def test_a_cancel_before_the_end_was_seen_wins() -> None:

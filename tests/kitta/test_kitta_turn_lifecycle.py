@@ -11,16 +11,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kitta_support import live, session_ready
 
 from support import wait_until as poll
 from ttsbridge.emulator import Emulator
 from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSConnectionError
-from ttsbridge.kitta import KittaClient, KittaTurnProvider
+from ttsbridge.kitta import KittaTurnProvider
 
 WAIT = 5.0
 MakeProvider = Callable[..., KittaTurnProvider]
-MakeClient = Callable[..., KittaClient]
 
 
 async def collect(turn: Any, timeout: float = WAIT) -> bytes:
@@ -42,7 +42,7 @@ async def test_text_sent_late_in_a_wait_gets_the_full_event_timeout(
     provider = make_provider(standby=False, event_timeout=1.0)
     turn = await provider.open_turn(sample_rate=24000)
     consumer = asyncio.ensure_future(collect(turn))
-    await asyncio.wait_for(turn.link.ready.wait(), WAIT)
+    await session_ready(turn.link)
     await asyncio.sleep(0.7)  # the LLM is slow: this is the scenario, not a synchronisation
     await turn.send("Late but fine. ")
     await turn.end()
@@ -111,7 +111,7 @@ async def test_cancel_before_the_session_is_ready(kemu: Emulator, make_provider:
     await asyncio.wait_for(turn.cancel(), 1.5)
     assert await collect(turn, 1.0) == b""
     assert turn.done
-    assert not provider.client._connections
+    assert not live(provider)
 
 
 async def test_cancel_after_the_connection_dropped_ends_the_iterator_quietly(
@@ -120,9 +120,9 @@ async def test_cancel_after_the_connection_dropped_ends_the_iterator_quietly(
     provider = make_provider(standby=False)
     turn = await provider.open_turn(sample_rate=24000)
     await turn.send("Waiting for more. ")  # not ended
-    await asyncio.wait_for(turn.link.ready.wait(), WAIT)
+    await session_ready(turn.link)
     await kemu.drop_connections()
-    await poll(lambda: turn.link.ended)
+    await poll(lambda: turn.link.finished)
     await asyncio.wait_for(turn.cancel(), 1.0)
     assert await collect(turn, 1.0) == b""  # no error: the caller cancelled the turn
     assert turn.done
@@ -141,7 +141,7 @@ async def test_breaking_out_of_the_iterator_closes_the_session(
     async for _ in turn:
         break
     await kemu.wait_until(lambda: kemu.stats.kitta_client_closes == 1, timeout=WAIT)
-    await poll(lambda: turn.done and not provider.client._connections)
+    await poll(lambda: turn.done and not live(provider))
     kemu.config.kitta.realtime_factor = 0.0
     turn2 = await provider.open_turn(sample_rate=24000)
     await turn2.send("Next. ")
@@ -163,11 +163,11 @@ async def test_aclose_closes_the_standby_and_every_session(
     await turn.send("Speaking while the provider closes. ")
     consumer = asyncio.ensure_future(collect(turn))
     await poll(lambda: turn.audio_started)
-    await poll(lambda: provider.standby_session is not None)  # the replacement is on its way
+    await poll(lambda: provider.dialer.standby is not None)  # the replacement is on its way
     await asyncio.wait_for(provider.aclose(), 3.0)
     with pytest.raises(TTSConnectionError):
         await asyncio.wait_for(consumer, 1.0)
-    assert not provider.client._connections
+    assert not live(provider)
     await kemu.wait_until(lambda: kemu.stats.kitta_open == 0, timeout=WAIT)
     assert kemu.stats.kitta_sessions == 1  # the turn's; the standby connection never started one
 
@@ -223,27 +223,24 @@ def test_server_text_echoing_the_key_is_masked(tone_options: Any) -> None:
     assert closed is not None and key not in str(closed)
 
 
-async def test_the_client_masks_its_key_in_server_texts(make_client: MakeClient, kitta_key: str) -> None:
-    client = make_client()
-    proto = client._new_protocol("r3", client._options(None).start_request())
+async def test_the_provider_masks_its_key_in_server_texts(make_provider: MakeProvider, kitta_key: str) -> None:
+    provider = make_provider(standby=False)
+    proto = provider.endpoint.protocol(provider.options.start_request(), "r3")
     assert proto.secrets == (kitta_key,)
     assert kitta_key not in repr(proto)
 
 
-async def test_a_session_closed_before_it_started_ends_at_once(
-    make_client: MakeClient, make_provider: Callable[..., KittaTurnProvider]
-) -> None:
-    client = make_client(connect_timeout=10.0, event_timeout=10.0)
-    session = client.connect("r-early")
-    await asyncio.wait_for(session.close(), 2.0)  # its task has not run yet
-    assert session.ended and session not in client._connections
-    with pytest.raises(TTSConnectionError):
-        await asyncio.wait_for(session.wait_ready(10.0), 1.0)  # at once, not after its 10 s timeout
+async def test_a_session_closed_before_it_started_ends_at_once(make_provider: MakeProvider) -> None:
     provider = make_provider(connect_timeout=10.0, event_timeout=10.0, standby=False)
+    session, _ = await provider.dialer.dial("r-early", None, retry=True)
+    await asyncio.wait_for(session.close(), 2.0)  # its connect has not run yet
+    assert session.finished and not live(provider)
+    with pytest.raises(TTSConnectionError):
+        await asyncio.wait_for(session.wait_open(), 1.0)  # at once, not after its 10 s timeout
     gen = await provider.open_turn(sample_rate=24000)
     await gen.link.close()  # type: ignore[union-attr]
     assert await asyncio.wait_for(collect(gen), 1.0) == b""
-    assert not provider.client._connections
+    assert not live(provider)
 
 
 def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options: Any) -> None:
@@ -278,7 +275,7 @@ def test_a_segment_whose_audio_is_held_for_a_gap_is_never_replayed(tone_options:
     err = p.error
     assert err is not None and err.retryable
     assert p.segments[0].status is SegmentStatus.DELIVERING
-    assert not p.can_resume() and p.plan is None
+    assert p.plan is None  # no retry: its TurnFailed carries none
 
 
 async def test_error_from_a_server_that_never_closes_is_reported_at_once(

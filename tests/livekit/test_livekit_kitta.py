@@ -60,7 +60,7 @@ async def test_stream_from_the_standby_as_livekit_checks_it(emu: Emulator) -> No
             lambda: t.options is not None and emu.stats.kitta_connections >= 1
         )  # the warm connection
         events = await run_stream(t, f"{S1} {S2} {S3}")
-        hits = t.turn_provider.standby_hits  # type: ignore[attr-defined]
+        hits = t.turn_provider.dialer.hits  # type: ignore[attr-defined]
     finally:
         await t.aclose()
     check_stream_events(t, events)

@@ -8,6 +8,7 @@ import pytest
 from livekit.agents import APIConnectOptions, APIError, APITimeoutError
 
 from chirp.envs import FAIL, RATE, STALL, Env, env
+from loopback import SilentServer
 from ttsbridge.livekit import TurnTTS
 
 __all__ = ["env"]
@@ -30,7 +31,8 @@ async def _stream(t: TurnTTS, text: str, opts: APIConnectOptions | None = None) 
             stream.end_input()
             return b"".join([ev.frame.data.tobytes() async for ev in stream])
 
-    return await asyncio.wait_for(go(), WAIT)
+    bound = WAIT if opts is None else opts.timeout + 3.5
+    return await asyncio.wait_for(go(), bound)
 
 
 async def test_livekit_stream_and_synthesize(env: Env) -> None:
@@ -75,3 +77,16 @@ async def test_livekit_barge_in_then_the_next_stream_speaks(env: Env) -> None:
         assert await _stream(t, S2)
     finally:
         await t.aclose()
+
+
+async def test_livekit_a_handshake_that_never_comes_is_an_api_timeout_within_the_turns_timeout(env: Env) -> None:
+    """LiveKit's ``test_tts_stream_timeout`` on every provider: TCP accepted, the upgrade never answered."""
+    async with SilentServer() as srv:
+        provider = env.turn_provider(srv.url)
+        t = TurnTTS(turn_provider=provider, sample_rate=RATE, model=provider.options.model,
+                    provider_name=env.spec.display_name)  # fmt: skip
+        try:
+            with pytest.raises(APITimeoutError):
+                await _stream(t, S1, APIConnectOptions(max_retry=0, timeout=2.5))  # (bounded: WAIT)
+        finally:
+            await t.aclose()

@@ -41,7 +41,7 @@ from .common import (
     turn_number,
 )
 from .kitta import kitta_encode, kitta_ready
-from .nineninesix import nns_chunk, nns_done, nns_error
+from .nineninesix import nns_chunk, nns_done, nns_error, nns_provider, nns_turn
 from .proxy import Fault, FaultProxy
 from .server import (
     SERVER_LOG,
@@ -53,6 +53,7 @@ from .server import (
     no_client_tasks_left,
     send,
 )
+from .silent import SilentServer
 
 __all__ = [
     "CHUNKS_PER_TURN",
@@ -69,6 +70,7 @@ __all__ = [
     "LoopbackServer",
     "Mutation",
     "Script",
+    "SilentServer",
     "client_tasks",
     "collect",
     "ignore_close",
@@ -78,6 +80,8 @@ __all__ = [
     "nns_chunk",
     "nns_done",
     "nns_error",
+    "nns_provider",
+    "nns_turn",
     "no_client_tasks_left",
     "pcm",
     "send",

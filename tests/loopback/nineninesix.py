@@ -103,3 +103,29 @@ class NnsSession:
             "concurrent_limit": lambda: [enc(nns_error(cid, "concurrent_limit", 429)), STOP],
         }  # fmt: skip
         return table[k]()
+
+
+def nns_provider(base_url: str, api_key: str = "sk_996_loopback_test_key", **kw: Any) -> Any:
+    """A Nineninesix provider for engine-level tests (its own turns: :func:`nns_turn`)."""
+    from ttsbridge.nineninesix import NineninesixTurnProvider
+
+    return NineninesixTurnProvider(api_key, base_url=base_url, **kw)
+
+
+async def nns_turn(provider: Any, fmt: Any, *, turn_id: str | None = None) -> Any:
+    """A bare turn (one context, never retried; ``cancel()`` waits for the server's answer) on the provider's
+    pooled connection for ``fmt``: the engine's turn over the provider's dialer, at the wire rate."""
+    import uuid
+
+    from ttsbridge.engine.turn import EngineTurn
+    from ttsbridge.nineninesix.facts import NineninesixRequest
+
+    turn = EngineTurn(
+        provider.dialer,
+        NineninesixRequest(fmt, retry=False),
+        turn_id=turn_id or str(uuid.uuid4()),
+        sample_rate=fmt.sample_rate,
+        cancel_timeout=provider.cancel_timeout,
+        wait_for_cancel_ack=True,
+    )
+    return await turn.open()

@@ -107,7 +107,7 @@ async def test_many_turns_share_one_pooled_connection(emu: Emulator) -> None:
         turn = await provider.open_turn(sample_rate=24000)
         assert turn.connection_reused  # pooled: no handshake for this turn
         await turn.cancel()
-        assert provider.client.connections_opened == 1
+        assert provider.dialer.opened == 1
     finally:
         await provider.aclose()
     for pcm, s in ((a, S1), (b, S2), (c, S3)):
@@ -165,9 +165,9 @@ async def test_cancel_stops_audio_and_keeps_the_socket(emu: Emulator) -> None:
         # the cancel went out on the same socket, and the connection consumes the server's acknowledgement
         # in the background (cancel() does not wait for it by default: the next turn pays no round trip)
         await emu.wait_until(lambda: any(m.get("cancel") for _, m in emu.stats.messages), 5)
-        conn = provider.client.connection_for(NineninesixOptions().output_format(24000))
+        conn = provider.dialer.connection(NineninesixOptions().output_format(24000))
         assert conn is not None
-        await wait_until(lambda: turn is not None and turn.id not in conn.contexts)
+        await wait_until(lambda: turn is not None and turn.id not in conn.sinks)
         # the next turn runs on the same connection, and its audio is its own
         emu.config.realtime_factor = 0.0
         pcm = await speak(provider, S1)
@@ -352,7 +352,7 @@ async def test_idle_connection_is_replaced_before_a_turn(emu: Emulator) -> None:
     provider = make_provider(emu, max_idle=0.05)
     try:
         await speak(provider, S1)
-        conn = provider.client.connection_for(NineninesixOptions().output_format(24000))
+        conn = provider.dialer.connection(NineninesixOptions().output_format(24000))
         assert conn is not None
         await wait_until(lambda: conn.idle_for() > 0.05)
         await speak(provider, S2)
@@ -367,7 +367,7 @@ async def test_server_idle_close_does_not_fail_the_next_turn(emu: Emulator) -> N
     try:
         await speak(provider, S1)
         await wait_until(lambda: emu.stats.ws_open == 0)
-        await wait_until(lambda: provider.client.connection_for(OutputFormat(sample_rate=22050)) is None)
+        await wait_until(lambda: provider.dialer.connection(OutputFormat(sample_rate=22050)) is None)
         pcm = await speak(provider, S2)
         assert pcm
     finally:
@@ -487,8 +487,8 @@ async def test_cancel_can_wait_for_the_acknowledgement(emu: Emulator) -> None:
         # returned only once the server confirmed: the context is already gone from the connection
         ctx = turn
         assert ctx is not None and ctx.settled
-        conn = provider.client.connection_for(NineninesixOptions().output_format(24000))
-        assert conn is not None and ctx.id not in conn.contexts
+        conn = provider.dialer.connection(NineninesixOptions().output_format(24000))
+        assert conn is not None and ctx.id not in conn.sinks
         assert [c async for c in it] == []
     finally:
         await provider.aclose()

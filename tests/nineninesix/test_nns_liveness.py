@@ -9,10 +9,20 @@ from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 
-from loopback import Fault, FaultProxy, LoopbackServer, collect, nns_chunk, nns_done, send
+from loopback import (
+    Fault,
+    FaultProxy,
+    LoopbackServer,
+    collect,
+    nns_chunk,
+    nns_done,
+    nns_provider,
+    nns_turn,
+    send,
+)
 from support import wait_until
 from ttsbridge.errors import TTSSilentConnectionError, TTSTimeoutError
-from ttsbridge.nineninesix import NineninesixClient, NineninesixOptions, NineninesixTurnProvider, OutputFormat
+from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider, OutputFormat
 from ttsbridge.nineninesix.facts import replay_deadline
 
 API_KEY = "sk_996_liveness_test_key"
@@ -20,13 +30,13 @@ FMT = OutputFormat(sample_rate=22050)
 PCM = b"\x01\x01" * 441
 
 
-def client(url: str, **kw: Any) -> NineninesixClient:
-    return NineninesixClient(API_KEY, base_url=url, **kw)
+def client(url: str, **kw: Any) -> NineninesixTurnProvider:
+    return nns_provider(url, API_KEY, **kw)  # type: ignore[no-any-return]
 
 
-async def sent(c: NineninesixClient, text: str) -> Any:
+async def sent(c: NineninesixTurnProvider, text: str) -> Any:
     """A new context with ``text`` sent and the turn ended."""
-    ctx = await c.open_context(FMT)
+    ctx = await nns_turn(c, FMT)
     await ctx.send(text)
     await ctx.end()
     return ctx
@@ -55,8 +65,8 @@ async def test_a_timeout_condemns_its_connection_and_the_other_turns_on_it_end_a
             done = await asyncio.gather(first, second, return_exceptions=True)
             assert isinstance(done[0], TTSTimeoutError) and not isinstance(done[0], TTSSilentConnectionError)
             assert isinstance(done[1], TTSSilentConnectionError), done[1]
-            nxt = await c.open_context(FMT)
-            assert nxt.link is not a.link and c.connections_opened == 2
+            nxt = await nns_turn(c, FMT)
+            assert nxt.link is not a.link and c.dialer.opened == 2
             await speaks(nxt, "t3 third")
         finally:
             await c.aclose()
@@ -71,10 +81,10 @@ async def test_a_suspect_connection_is_not_handed_out_and_is_closed_once_its_tur
             proxy.arm(Fault("blackhole"))
             a = await sent(c, "t1 first")
             await wait_until(lambda: a.link.suspect, 5)  # the timeout fired and pinged
-            b = await c.open_context(FMT)
+            b = await nns_turn(c, FMT)
             assert b.link is not a.link and a.link.retired
             await speaks(b, "t2 second")
-            await wait_until(lambda: a.link.ws is not None and a.link.closed and proxy.open_links == 1, 5)
+            await wait_until(lambda: a.link.socket is not None and a.link.closed and proxy.open_links == 1, 5)
         finally:
             await c.aclose()
         await wait_until(lambda: proxy.open_links == 0, 5)
@@ -94,13 +104,13 @@ async def test_a_slow_server_answers_pings_and_its_turn_completes() -> None:
     async with LoopbackServer("nineninesix", script=slow) as srv:
         c = client(srv.base_url, ping_after_silence=0.2, pong_timeout=0.3)
         try:
-            ctx = await c.open_context(FMT)
+            ctx = await nns_turn(c, FMT)
             await ctx.send("t1 slow")
             await ctx.end()
             assert len(await collect(ctx, timeout=5)) == 4 * len(PCM)
-            conn = c.connection_for(FMT)
-            assert conn is ctx.link and conn.usable() and conn.latency is not None
-            assert c.connections_opened == 1
+            conn = c.dialer.connection(FMT)
+            assert conn is ctx.link and conn.usable() and conn.keepalive.latency is not None
+            assert c.dialer.opened == 1
         finally:
             await c.aclose()
 
@@ -169,16 +179,16 @@ async def test_a_routine_check_turns_no_new_turn_away_from_a_shared_connection()
     async with LoopbackServer("nineninesix") as srv:
         c = client(srv.base_url, ping_after_silence=0.2, pong_timeout=1.5)
         try:
-            await c.prewarm(FMT)
-            conn = c.connection_for(FMT)
+            await c.dialer.prewarm(FMT)
+            conn = c.dialer.connection(FMT)
             assert conn is not None
-            await wait_until(lambda: conn.now() - conn.last_read >= 0.25, 5)  # idle a while
+            await wait_until(lambda: conn.now() - conn.keepalive.last_read >= 0.25, 5)  # idle a while
             a = await sent(c, "t1 first")
-            assert conn._ping_at is not None and not conn.suspect  # the request's ping is out
+            assert conn.keepalive.checking and not conn.suspect  # the request's ping is out
             b = await sent(c, "t2 second")
-            assert b.link is conn and a.link is conn and c.connections_opened == 1
+            assert b.link is conn and a.link is conn and c.dialer.opened == 1
             for ctx in (a, b):
                 assert len(await collect(ctx, timeout=5)) == 4 * 441 * 2
-            assert conn.latency is not None and conn.usable()
+            assert conn.keepalive.latency is not None and conn.usable()
         finally:
             await c.aclose()

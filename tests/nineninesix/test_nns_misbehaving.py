@@ -14,10 +14,20 @@ import pytest
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from loopback import LoopbackServer, Script, collect, nns_chunk, nns_done, no_client_tasks_left, send
+from loopback import (
+    LoopbackServer,
+    Script,
+    collect,
+    nns_chunk,
+    nns_done,
+    nns_provider,
+    nns_turn,
+    no_client_tasks_left,
+    send,
+)
 from support import wait_until
 from ttsbridge.errors import TTSAPIError, TTSConnectionError
-from ttsbridge.nineninesix import NineninesixClient, NineninesixOptions, NineninesixTurnProvider, OutputFormat
+from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider, OutputFormat
 from ttsbridge.nineninesix.wire import NineninesixProtocolError
 
 API_KEY = "sk_996_loopback_test_key"
@@ -38,8 +48,8 @@ def chunk(context_id: Any, audio: bytes = PCM) -> dict[str, Any]:
     return nns_chunk(context_id, audio)
 
 
-def make_client(srv: LoopbackServer, **kw: Any) -> NineninesixClient:
-    return NineninesixClient(API_KEY, base_url=srv.base_url, **kw)
+def make_client(srv: LoopbackServer, **kw: Any) -> NineninesixTurnProvider:
+    return nns_provider(srv.base_url, API_KEY, **kw)  # type: ignore[no-any-return]
 
 
 def answer_with(bad: Any) -> Any:
@@ -77,7 +87,7 @@ async def test_a_frame_the_client_cannot_parse_leaves_no_socket_or_task(bad: Any
     async with loopback(answer_with(bad)) as srv:
         client = make_client(srv)
         try:
-            ctx = await client.open_context(FMT)
+            ctx = await nns_turn(client, FMT)
             await ctx.send("Hello.")
             await ctx.end()
             with pytest.raises(NineninesixProtocolError, match="malformed"):
@@ -137,9 +147,9 @@ async def test_the_close_after_a_socket_closing_error_completes_while_the_server
     async with loopback(flooding_server(floods)) as srv:
         client = make_client(srv)
         try:
-            waiting = await client.open_context(FMT)
+            waiting = await nns_turn(client, FMT)
             await waiting.send("Waiting for more text.")
-            doomed = await client.open_context(FMT)
+            doomed = await nns_turn(client, FMT)
             await doomed.send("Doomed.")
             await doomed.end()
             for ctx in (doomed, waiting):  # the error is read as closing the socket: every turn on it fails
@@ -159,7 +169,7 @@ async def test_aclose_completes_while_the_server_keeps_streaming() -> None:
     floods: list[asyncio.Task[None]] = []
     async with loopback(flooding_server(floods)) as srv:
         client = make_client(srv)
-        ctx = await client.open_context(FMT)
+        ctx = await nns_turn(client, FMT)
         await ctx.send("Flood.")
         await ctx.end()
         await wait_until(lambda: ctx.facts.audio_bytes > 0, WAIT)
@@ -188,14 +198,14 @@ async def test_a_chunk_whose_data_is_not_base64_fails_only_its_turn_and_is_cance
     async with loopback(on_message) as srv:
         client = make_client(srv)
         try:
-            broken = await client.open_context(FMT)
+            broken = await nns_turn(client, FMT)
             await broken.send("Broken.")
             await broken.end()
             with pytest.raises(NineninesixProtocolError, match="data must be a base64 string, got int"):
                 await collect(broken)
             # the server is told to stop the broken turn; the connection carries the next turn
             await wait_until(lambda: {"context_id": broken.id, "cancel": True} in srv.messages, WAIT)
-            fine = await client.open_context(FMT)
+            fine = await nns_turn(client, FMT)
             assert fine.connection_reused
             await fine.send("Fine.")
             await fine.end()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ttsbridge.errors import TTSInvalidOptionError
-from ttsbridge.nineninesix import NineninesixClient, NineninesixOptions, NineninesixTurnProvider
-from ttsbridge.nineninesix.client import derive_urls
+from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
+from ttsbridge.nineninesix.catalog import derive_urls
 
 
 @pytest.mark.parametrize(
@@ -60,15 +60,17 @@ def test_urls_derived_from_one_base() -> None:
 def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NINENINESIX_API_KEY", raising=False)
     with pytest.raises(TTSInvalidOptionError, match="NINENINESIX_API_KEY"):
-        NineninesixClient()
+        NineninesixTurnProvider()
     monkeypatch.setenv("NINENINESIX_API_KEY", "sk_996_fromenv_0123456789")
-    assert "fromenv" not in repr(NineninesixClient())
+    assert "fromenv" not in repr(NineninesixTurnProvider())
 
 
 async def test_key_never_in_repr() -> None:
     key = "sk_996_supersecretvalue_0123456789"
     provider = NineninesixTurnProvider(api_key=key)
-    for obj in (provider, provider.client, provider.http, provider._clients):
+    protocol = provider.endpoint.protocol(NineninesixOptions().output_format(24000))
+    for obj in (provider, provider.dialer, provider.dialer.pool, provider.http, provider._dialers, protocol):
         assert "supersecret" not in repr(obj)
-    assert "supersecret" in provider.client.ws_url  # the spec puts it there; it must stay out of logs
+    assert "supersecret" not in repr(provider.endpoint) and "supersecret" not in repr(protocol.connect_request())
+    assert "supersecret" in protocol.connect_request().url  # the spec puts it there; it must stay out of logs
     await provider.aclose()

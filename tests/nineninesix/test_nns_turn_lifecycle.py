@@ -19,7 +19,6 @@ from ttsbridge.engine.turn import EngineTurn
 from ttsbridge.errors import TTSConnectionError, TTSTimeoutError
 from ttsbridge.nineninesix import (
     ContextState,
-    NineninesixClient,
     NineninesixOptions,
     NineninesixTurnProvider,
     OutputFormat,
@@ -33,6 +32,14 @@ WAIT = 5.0
 async def emu() -> AsyncIterator[Emulator]:
     async with Emulator(EmulatorConfig(default_voice=TONE_VOICE_ID)) as e:
         yield e
+
+
+def bare_provider(emu: Emulator) -> NineninesixTurnProvider:
+    """A provider whose turns are never retried and whose cancel waits for the server's answer."""
+    opts = NineninesixOptions(voice=TONE_VOICE_ID)
+    return NineninesixTurnProvider(
+        emu.api_key, base_url=emu.base_url, options=opts, concurrent_limit_retries=0, wait_for_cancel_ack=True
+    )
 
 
 def make_provider(emu: Emulator, **kw: Any) -> NineninesixTurnProvider:
@@ -110,7 +117,7 @@ async def test_cancel_while_the_retry_opens_its_fresh_context_cancels_that_conte
     provider = make_provider(emu, retry_backoff=0.01)
     turn = await provider.open_turn(sample_rate=16000)
     first_id = turn.id
-    client = provider.client
+    client = provider.dialer
     dial = client.dial
     cancelled: list[bool] = []
 
@@ -131,18 +138,19 @@ async def test_cancel_while_the_retry_opens_its_fresh_context_cancels_that_conte
         # Either nothing of the turn was replayed on a fresh context, or that context was cancelled too.
         for cid in fresh:
             assert transcripts_of(emu, cid) == [] or cid in cancels_of(emu)
-        conn = client.connection_for(OutputFormat(sample_rate=16000))
+        conn = client.connection(OutputFormat(sample_rate=16000))
         assert conn is not None
-        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+        await poll(lambda: not conn.sinks and not conn.protocol.contexts)
     finally:
         await provider.aclose()
 
 
 async def test_two_concurrent_cancels_both_wait_for_the_ack_and_leave_nothing_behind(emu: Emulator) -> None:
     emu.config.realtime_factor = 2.0  # paced: the context is mid-audio when cancelled
-    client = NineninesixClient(emu.api_key, base_url=emu.base_url)
+    provider = bare_provider(emu)
+    client = provider.dialer
     try:
-        ctx = await client.open_context(OutputFormat(sample_rate=16000), voice=TONE_VOICE_ID)
+        ctx = await provider.open_turn(sample_rate=16000)
         await ctx.send(S2)
         await ctx.end()
         it = ctx.__aiter__()
@@ -158,10 +166,10 @@ async def test_two_concurrent_cancels_both_wait_for_the_ack_and_leave_nothing_be
         assert states == [ContextState.CANCELLED, ContextState.CANCELLED]
         assert [c async for c in it] == []
         assert cancels_of(emu) == [ctx.id]  # exactly one cancel on the wire
-        conn = client.connection_for(OutputFormat(sample_rate=16000))
-        assert conn is not None and not conn.contexts and not conn.protocol.contexts
+        conn = client.connection(OutputFormat(sample_rate=16000))
+        assert conn is not None and not conn.sinks and not conn.protocol.contexts
     finally:
-        await client.aclose()
+        await provider.aclose()
 
 
 async def test_cancel_before_any_text_does_not_wait_for_the_timeout(emu: Emulator) -> None:
@@ -174,8 +182,8 @@ async def test_cancel_before_any_text_does_not_wait_for_the_timeout(emu: Emulato
         assert await collect(turn, 1.0) == b""
         ctx = turn
         assert ctx is not None
-        conn = provider.client.connection_for(OutputFormat(sample_rate=16000))
-        assert conn is not None and not conn.contexts and ctx.id not in conn.protocol.contexts
+        conn = provider.dialer.connection(OutputFormat(sample_rate=16000))
+        assert conn is not None and not conn.sinks and ctx.id not in conn.protocol.contexts
         # the socket is fine for the next turn
         turn2 = await provider.open_turn(sample_rate=16000)
         await turn2.send(S1)
@@ -237,9 +245,9 @@ async def test_breaking_out_of_the_iterator_cancels_the_context(emu: Emulator) -
         await emu.wait_until(lambda: emu.stats.contexts_cancelled == 1, WAIT)
         assert cancels_of(emu) == [turn.id]
         await poll(lambda: turn.done)
-        conn = provider.client.connection_for(OutputFormat(sample_rate=16000))
+        conn = provider.dialer.connection(OutputFormat(sample_rate=16000))
         assert conn is not None
-        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+        await poll(lambda: not conn.sinks and not conn.protocol.contexts)
         emu.config.realtime_factor = 0.0
         turn2 = await provider.open_turn(sample_rate=16000)
         await turn2.send(S1)
@@ -253,19 +261,20 @@ async def test_breaking_out_of_the_iterator_cancels_the_context(emu: Emulator) -
 
 async def test_breaking_out_of_a_context_iterator_cancels_it(emu: Emulator) -> None:
     emu.config.realtime_factor = 2.0
-    client = NineninesixClient(emu.api_key, base_url=emu.base_url)
+    provider = bare_provider(emu)
+    client = provider.dialer
     try:
-        ctx = await client.open_context(OutputFormat(sample_rate=16000), voice=TONE_VOICE_ID)
+        ctx = await provider.open_turn(sample_rate=16000)
         await ctx.send(S2)
         async for _ in ctx:
             break
         await emu.wait_until(lambda: emu.stats.contexts_cancelled == 1, WAIT)
         await poll(lambda: ctx.settled)
-        conn = client.connection_for(OutputFormat(sample_rate=16000))
+        conn = client.connection(OutputFormat(sample_rate=16000))
         assert conn is not None
-        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+        await poll(lambda: not conn.sinks and not conn.protocol.contexts)
     finally:
-        await client.aclose()
+        await provider.aclose()
     await no_client_tasks_left()
 
 
@@ -297,9 +306,9 @@ async def test_a_stalled_context_that_times_out_is_cancelled_on_the_server(emu: 
         with pytest.raises(TTSTimeoutError):
             await collect(turn)
         assert cancels_of(emu) == [turn.id]
-        conn = provider.client.connection_for(OutputFormat(sample_rate=16000))
+        conn = provider.dialer.connection(OutputFormat(sample_rate=16000))
         assert conn is not None
-        await poll(lambda: not conn.contexts and not conn.protocol.contexts)
+        await poll(lambda: not conn.sinks and not conn.protocol.contexts)
     finally:
         await provider.aclose()
 
@@ -378,7 +387,7 @@ async def test_key_never_logged_at_debug_by_any_library(
         with pytest.raises(Exception) as info2:
             await collect(turn)
         assert key not in str(info2.value) and key not in repr(info2.value)
-        assert key not in repr(provider) and key not in repr(turn) and key not in repr(provider.client)
+        assert key not in repr(provider) and key not in repr(turn) and key not in repr(provider.dialer.pool)
     finally:
         await provider.aclose()
     assert caplog.records
@@ -516,7 +525,7 @@ async def test_cancel_while_the_retry_replays_the_text_ends_the_iterator_quietly
     emu.add_fault(Fault(trigger=S1, action="error", error_code="concurrent_limit", times=1))
     provider = make_provider(emu, retry_backoff=0.01)
     turn = await provider.open_turn(sample_rate=16000)
-    client = provider.client
+    client = provider.dialer
     dial = client.dial
 
     async def dial_then_cancel(*args: Any, **kw: Any) -> Any:

@@ -99,7 +99,7 @@ async def test_llm_turn_starts_on_the_standby_session(emu: Emulator) -> None:
     assert sum(isinstance(f, TTSStoppedFrame) for f in down) == 1
     assert " ".join(words_of(down)) == f"{S1} {S2} {S3}"
     # the turn took the session warmed up at start: one generation, every sentence a segment of it
-    assert tts.provider.standby_hits == 1  # type: ignore[attr-defined]
+    assert tts.provider.dialer.hits == 1  # type: ignore[attr-defined]
     assert [t.strip() for t in emu.stats.kitta_segment_texts] == [S1, S2, S3]
     assert all("token" not in u and "api_key" not in u for u in emu.stats.kitta_handshake_urls)
 
@@ -138,7 +138,7 @@ async def test_barge_in_closes_the_session_and_the_next_turn_is_clean(emu: Emula
     assert 0 < len(audio_of(probe.frames[:cut], first)) / 2 / 24000 < tone_len(S1)
     assert emu.stats.kitta_client_closes >= 1  # v2 has no cancel: the turn's session was closed
     assert_tones(audio_of(after, second), 24000, NEXT)
-    assert tts.provider.standby_hits >= 1  # type: ignore[attr-defined]
+    assert tts.provider.dialer.hits >= 1  # type: ignore[attr-defined]
 
 
 async def test_interrupted_turn_leaves_only_what_was_heard_in_the_context(emu: Emulator) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ttsbridge.errors import TTSBridgeError
 
@@ -26,12 +27,26 @@ class TurnDone:
     cancelled: bool = False
 
 
+@dataclass(frozen=True)
+class RetryPlan:
+    """How a failed turn goes on, decided by the protocol at the failure: a new attempt ``turn_id`` opened with
+    ``request`` (its replay included) on a connection dialled at ``dial_at`` (default ``not_before``), whose
+    first request goes out no earlier than ``not_before`` (loop time)."""
+
+    turn_id: str
+    request: Any
+    not_before: float
+    dial_at: float | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class TurnFailed:
-    """The turn failed with ``error`` (typed; its ``retryable`` says whether a retry can help). Nothing follows."""
+    """The attempt failed with ``error`` (typed; its ``retryable`` says whether a retry can help). Nothing
+    follows on it. ``retry``: the protocol's plan for the turn's next attempt (None: the turn fails)."""
 
     turn_id: str
     error: TTSBridgeError
+    retry: RetryPlan | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,4 +59,4 @@ class ConnectionFailed:
 Event = AudioReceived | TurnDone | TurnFailed | ConnectionFailed
 TurnEvent = AudioReceived | TurnDone | TurnFailed
 
-__all__ = ["AudioReceived", "ConnectionFailed", "Event", "TurnDone", "TurnEvent", "TurnFailed"]
+__all__ = ["AudioReceived", "ConnectionFailed", "Event", "RetryPlan", "TurnDone", "TurnEvent", "TurnFailed"]

@@ -1,6 +1,7 @@
 """What an :class:`~ttsbridge.engine.turn.EngineTurn` runs on: a :class:`Link` per attempt (a connection as
 the turn sees it: an engine :class:`~ttsbridge.engine.connection.Connection` is one), handed out by the
-provider's :class:`Dialer` (a pool of shared connections, a warm standby, a fresh one per retry)."""
+provider's :class:`Dialer` (:mod:`ttsbridge.engine.dialers`: a pool of shared connections, or a warm standby
+and a fresh connection per attempt)."""
 
 from __future__ import annotations
 
@@ -32,9 +33,13 @@ class Link(Protocol):
 class Dialer(Protocol):
     """What a provider gives its turns: a link for an attempt, and what to do once an attempt is over."""
 
-    async def dial(self, turn_id: str, request: Any, *, retry: bool) -> tuple[Link, bool]:
+    async def dial(
+        self, turn_id: str, request: Any, *, retry: bool, timeout: float | None = None
+    ) -> tuple[Link, bool]:
         """A link for the attempt ``turn_id`` opened with ``request``, and whether it was already open (no
-        handshake paid for it)."""
+        handshake paid for it). ``timeout``: the turn's own, which bounds a connect made for it (None: the
+        connection's ``connect_timeout``)."""
 
-    def hang_up(self, link: Link, *, cancelled: bool) -> None:
-        """The turn is done with ``link`` (a one-turn connection closes; a shared one stays)."""
+    def hang_up(self, link: Link, end: TurnEvent) -> None:
+        """The attempt on ``link`` is over with ``end`` (its :class:`~.events.TurnDone`, or its
+        :class:`~.events.TurnFailed`, which carries the retry if there is one)."""

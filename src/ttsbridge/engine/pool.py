@@ -5,10 +5,12 @@ one socket): :meth:`acquire` returns the pooled connection for the key, replacin
 usable or has expired. ``shared=False`` (Kitta: one generation per socket): :meth:`acquire` takes the standby
 connection out of the pool (or opens one), and :meth:`prefill` opens the next standby ahead of time.
 
-The pool decides nothing about a connection itself: it asks the connection (:class:`Poolable`). A shared
-connection that is no longer usable (closing, or suspect: a liveness ping is out after a silence or a timeout)
-is replaced and *retired* (``retire()``, when it has one): it takes no new turn and closes itself once the turns
-still on it are over; ``aclose()`` closes retired connections too.
+The pool decides nothing about a connection itself: it asks the connection (:class:`Poolable`: an engine
+:class:`~ttsbridge.engine.connection.Connection` is one). A shared connection that is no longer usable
+(closing, or suspect: a liveness ping is out after a silence or a timeout) is replaced and *retired*
+(``retire()``): it takes no new turn and closes itself once the turns still on it are over; ``aclose()``
+closes retired connections too. ``factory(key, timeout)`` makes a connection; ``timeout`` is the turn's own
+bound on its connect (None: the connection's ``connect_timeout``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,17 @@ from ttsbridge.errors import TTSConnectionError
 
 class Poolable(Protocol):
     def usable(self) -> bool:
-        """Open, and able to carry a new turn now."""
+        """Open (or connecting), and able to carry a new turn now."""
 
     def expired(self) -> bool:
-        """Should be replaced before the next turn (idle too long, with no turn on it)."""
+        """Should be replaced before the next turn (idle or open too long, with no turn on it)."""
+
+    def retire(self) -> None:
+        """Replaced: take no new turn, close once the turns on it are over."""
+
+    @property
+    def age(self) -> float:
+        """Seconds since it was made."""
 
     async def close(self) -> None: ...
 
@@ -37,9 +46,11 @@ C = TypeVar("C", bound=Poolable)
 
 
 class KeyedPool(Generic[K, C]):
-    """Connections by key; ``factory(key)`` opens (connects) a new one."""
+    """Connections by key; ``factory(key, timeout)`` makes a new one (connected, or connecting)."""
 
-    def __init__(self, factory: Callable[[K], Awaitable[C]], *, shared: bool = True, name: str = "") -> None:
+    def __init__(
+        self, factory: Callable[[K, float | None], Awaitable[C]], *, shared: bool = True, name: str = ""
+    ) -> None:
         self._factory = factory
         self._shared = shared
         self._name = name
@@ -57,7 +68,9 @@ class KeyedPool(Generic[K, C]):
         if self._conns.get(key) is conn:
             del self._conns[key]
 
-    async def acquire(self, key: K) -> C:
+    async def acquire(self, key: K, timeout: float | None = None) -> C:
+        """The connection for ``key`` (shared: the pooled one, replaced when unusable or expired; exclusive:
+        taken out of the pool), opened within ``timeout`` when a new one is needed."""
         epoch = self._epoch
         async with self._locks.setdefault(key, asyncio.Lock()):
             self._check(epoch)
@@ -71,7 +84,7 @@ class KeyedPool(Generic[K, C]):
                 self._retire(conn)
                 conn = None
             if conn is None or not conn.usable():
-                conn = await self._open(key, epoch)
+                conn = await self._open(key, epoch, timeout)
                 if self._shared:
                     self._conns[key] = conn
             elif not self._shared:
@@ -89,11 +102,15 @@ class KeyedPool(Generic[K, C]):
             if conn is not None:
                 del self._conns[key]
                 await conn.close()
-            conn = self._conns[key] = await self._open(key, epoch)
+            conn = self._conns[key] = await self._open(key, epoch, None)
             return conn
 
-    async def _open(self, key: K, epoch: int) -> C:
-        conn = await self._factory(key)
+    def take(self, key: K) -> C | None:
+        """Take the pooled connection for ``key`` out of the pool (None: none)."""
+        return self._conns.pop(key, None)
+
+    async def _open(self, key: K, epoch: int, timeout: float | None) -> C:
+        conn = await self._factory(key, timeout)
         if self._epoch != epoch:  # aclose() ran while we were connecting: keep nothing open
             with contextlib.suppress(Exception):
                 await conn.close()
@@ -102,10 +119,8 @@ class KeyedPool(Generic[K, C]):
         return conn
 
     def _retire(self, conn: C) -> None:
-        retire = getattr(conn, "retire", None)
-        if retire is not None:
-            self._retired.add(conn)
-            retire()
+        self._retired.add(conn)
+        conn.retire()
 
     def _check(self, epoch: int) -> None:
         if self._epoch != epoch:

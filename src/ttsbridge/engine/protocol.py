@@ -6,15 +6,20 @@ clock: the caller passes ``now`` (seconds, any monotonic clock; the engine uses 
 - inputs:   :meth:`receive` (one frame), :meth:`connection_lost`, :meth:`tick` (fires due deadlines)
 - commands: :meth:`open_turn` (``turn_id, request, now``: the provider's typed request), :meth:`send_text`,
             :meth:`end_turn`, :meth:`cancel_turn` (``turn_id, now``): one signature each; they queue frames
-- answers:  :meth:`retry_plan` (a failed turn: retry at ``not_before`` with which request, or give up with
-            which error), :meth:`usage` (the turn's bill by the provider's rule), :meth:`wire_format`
+- answers:  :meth:`usage` (the turn's bill by the provider's rule), :meth:`wire_format`; a failed turn's
+            retry travels on its :class:`~ttsbridge.engine.events.TurnFailed` (``retry``: a
+            :class:`RetryPlan`, decided by the protocol at the failure)
 - outputs:  :meth:`data_to_send` (frames to write, in order), :meth:`events_received` (events, in order),
             :meth:`next_deadline` (when :meth:`tick` must be called next), :meth:`awaiting_since` (since when
             the server owes something: the engine's liveness check starts from it)
-- queries:  :attr:`closed`, :attr:`sample_rate` (the wire rate of its audio), the turn's facts (the
-            :class:`TurnFacts` record :meth:`open_turn` returns, written only by the protocol)
-- handshake: :meth:`connect_request` (URL, headers, subprotocols; secrets masked in its repr) and
-            :meth:`handshake_failed` (the typed error for a rejected upgrade)
+- queries:  :attr:`closed`, :attr:`accepts_turn` (a new turn may open here), :attr:`sample_rate` (the wire
+            rate of its audio), the turn's facts (the :class:`TurnFacts` record :meth:`open_turn` returns,
+            written only by the protocol)
+- handshake: :meth:`connect_request` (URL, headers, subprotocols; secrets masked in its repr),
+            :meth:`handshake_accepted` (the upgrade succeeded: an error when the protocol refuses what the
+            server chose), :meth:`handshake_failed` / :meth:`connect_failed` (the typed errors of a refused
+            upgrade and of a connect that failed before one)
+- closing:  :meth:`close` (the client closes the connection, with the error that made it, if any)
 
 Everything that *decides* lives in the implementation: URLs, the error catalog's effects, retry eligibility,
 deadlines. The asyncio side (:class:`~ttsbridge.engine.connection.Connection`) only moves bytes and events.
@@ -28,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ttsbridge._redact import redact
-from ttsbridge.engine.events import Event
+from ttsbridge.engine.events import Event, RetryPlan
 from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSTimeoutError
 
 if TYPE_CHECKING:
@@ -53,26 +58,6 @@ class TurnFacts(Protocol):
 
     @property
     def ended(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class RetryPlan:
-    """The protocol's answer for a failed turn that is retried: a new attempt ``turn_id`` opened with
-    ``request`` (its replay included) on a connection dialled at ``dial_at`` (default ``not_before``), whose
-    first request goes out no earlier than ``not_before`` (loop time)."""
-
-    turn_id: str
-    request: Any
-    not_before: float
-    dial_at: float | None = None
-
-
-@dataclass(frozen=True)
-class GiveUp:
-    """The protocol's answer for a failed turn that is not retried: it fails with ``error`` (None: the error
-    of its :class:`~ttsbridge.engine.events.TurnFailed`)."""
-
-    error: TTSBridgeError | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +149,12 @@ class TurnProtocol(abc.ABC):
         that reads the response headers (Kitta: ``Retry-After``) overrides this."""
         return self.handshake_failed(status, body)
 
+    def handshake_accepted(self, subprotocol: str | None, now: float) -> TTSBridgeError | None:
+        """The upgrade succeeded with ``subprotocol`` (the server's choice, None: none): None when the
+        protocol can run on it, else the typed error the connection fails with (it then calls :meth:`close`
+        with it). Default: accepted."""
+        return None
+
     def close_frame(self) -> tuple[int, str]:
         """The close code and reason our side sends when it closes the socket: 1000 by default; a provider
         whose protocol decided another (Kitta: 1002 after a protocol error) overrides this."""
@@ -188,6 +179,14 @@ class TurnProtocol(abc.ABC):
     def connection_lost(self, code: int | None, reason: str, now: float) -> None:
         """The socket closed (``code`` from the server's close frame) or dropped (``code`` None): every live
         turn ends, then :class:`~ttsbridge.engine.events.ConnectionFailed`. Idempotent."""
+
+    def close(self, error: TTSBridgeError | None, now: float) -> None:
+        """The client closes the connection: its connect failed, the handshake was refused or not accepted,
+        the pool let it go, or the provider shuts down (``error``: why; None: no error, just closed). Every
+        live turn ends (with ``error``, or a connection error "closed by the client"), then
+        :class:`~ttsbridge.engine.events.ConnectionFailed`; nothing more is sent. Idempotent. Default: as
+        :meth:`connection_lost`; providers override it to fail their turns with ``error`` itself."""
+        self.connection_lost(None, "closed by the client" if error is None else str(error), now)
 
     def connection_silent(self, detail: str, now: float) -> None:
         """The engine found the connection dead: the server owed something (or the connection was idle) and a
@@ -218,12 +217,6 @@ class TurnProtocol(abc.ABC):
 
     # --- answers ------------------------------------------------------------------------------------------
 
-    def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
-        """The turn failed (its :class:`~ttsbridge.engine.events.TurnFailed` was emitted): whether it is
-        retried, and how. Asked once per failure, by the engine's turn; the protocol counts the attempt.
-        Default: never retried."""
-        return GiveUp()
-
     def usage(self, facts: Any, turn: Turn) -> TurnUsage | None:
         """The turn's usage by the provider's billing rule, from ``facts`` (its record) and what the turn
         knows (outcome, error, characters heard); None: the interface's default (billed as sent)."""
@@ -250,9 +243,15 @@ class TurnProtocol(abc.ABC):
     def closed(self) -> bool:
         """True once the connection failed or was closed: no turn can be opened on it any more."""
 
+    @property
+    def accepts_turn(self) -> bool:
+        """A new turn may be opened on this connection now (default: while it is not closed; a provider with
+        one turn per connection says no once it carries one)."""
+        return not self.closed
+
     #: The rate of the PCM16 its :class:`~ttsbridge.engine.events.AudioReceived` carry (None until known:
     #: Kitta's comes with ``ready``).
     sample_rate: int | None = None
 
 
-__all__ = ["ConnectRequest", "Frame", "GiveUp", "RetryPlan", "TurnFacts", "TurnProtocol", "describe_close"]
+__all__ = ["ConnectRequest", "Frame", "RetryPlan", "TurnFacts", "TurnProtocol", "describe_close"]

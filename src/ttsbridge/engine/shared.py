@@ -193,6 +193,15 @@ class LoopShare(Generic[R]):
         except RuntimeError:
             return None
 
+    def current(self) -> R:
+        """:meth:`get` while open; once closed, :meth:`last` (for diagnostics: counters, connections) when this
+        holder leased one on this loop, else :meth:`get`'s error."""
+        if self._closed:
+            last = self.last()
+            if last is not None:
+                return last
+        return self.get()
+
     async def aclose(self) -> None:
         """Release every lease (idempotent): the running loop's resource is closed now if no other holder
         uses it (awaited, bounded), other loops' on their own loop. Nothing reopens afterwards."""

@@ -3,9 +3,9 @@
 A turn is a sequence of attempts. Each attempt is one turn id on one :class:`Link` (a connection as the turn
 sees it: its protocol, its dispatch, its writes) that the provider's :class:`Dialer` hands out. The turn
 drives the protocol only through the typed commands of :class:`~ttsbridge.engine.protocol.TurnProtocol`
-(``open_turn(turn_id, request, now)``, ``send_text``, ``end_turn``, ``cancel_turn``) and asks it
-``retry_plan(turn_id, now)`` when an attempt fails: a :class:`~.protocol.RetryPlan` (a new attempt at
-``not_before`` whose typed request carries the replay) or a :class:`~.protocol.GiveUp`. It keeps no fact of
+(``open_turn(turn_id, request, now)``, ``send_text``, ``end_turn``, ``cancel_turn``); an attempt that fails
+says on its :class:`~.events.TurnFailed` how the turn goes on (``retry``: a :class:`~.events.RetryPlan`, a new
+attempt at ``not_before`` whose typed request carries the replay, decided by the protocol). It keeps no fact of
 its own beyond what spans its attempts (the caller cancelled it, its iteration is over, the provider is
 closing); everything else is read off the protocol's record (:class:`~.protocol.TurnFacts`).
 
@@ -54,6 +54,9 @@ class EngineTurn(TurnView):
         request: the typed request of the first attempt.
         turn_id: its id (Nineninesix ``context_id``, Kitta ``request_id``).
         sample_rate: the rate the iterator yields.
+        timeout: the turn's own (LiveKit's ``APIConnectOptions.timeout``): bounds the connect and the handshake
+            of a connection dialled for it (None: the connection's ``connect_timeout``); the request carries
+            it to the protocol as the audio-owed deadline.
         cancel_timeout: bound on writing a cancel (and on waiting for its acknowledgement).
         wait_for_cancel_ack: ``cancel()`` waits (bounded) for the server's answer when the protocol owes one.
     """
@@ -65,6 +68,7 @@ class EngineTurn(TurnView):
         *,
         turn_id: str,
         sample_rate: int,
+        timeout: float | None = None,
         cancel_timeout: float = 2.0,
         wait_for_cancel_ack: bool = False,
     ) -> None:
@@ -72,6 +76,7 @@ class EngineTurn(TurnView):
         self._request = request
         self._id = turn_id
         self.sample_rate = sample_rate
+        self.timeout = timeout
         self.cancel_timeout = cancel_timeout
         self.wait_for_cancel_ack = wait_for_cancel_ack
         self._link: Link | None = None
@@ -99,7 +104,7 @@ class EngineTurn(TurnView):
 
     async def open(self) -> EngineTurn:
         """Dial and open the first attempt (its first frames written, or queued until the link is up)."""
-        link, self._reused = await self._dialer.dial(self._id, self._request, retry=False)
+        link, self._reused = await self._dialer.dial(self._id, self._request, retry=False, timeout=self.timeout)
         await self._attach(link, self._id, self._request)
         return self
 
@@ -107,7 +112,7 @@ class EngineTurn(TurnView):
         try:
             self._facts = link.protocol.open_turn(turn_id, request, link.now())
         except BaseException:
-            self._dialer.hang_up(link, cancelled=True)
+            self._dialer.hang_up(link, TurnDone(turn_id, cancelled=True))
             raise
         self._link, self._id = link, turn_id
         link.attach(turn_id, self._sink)
@@ -130,23 +135,20 @@ class EngineTurn(TurnView):
     # --- dispatch -----------------------------------------------------------------------------------------
 
     def _sink(self, event: TurnEvent) -> None:
-        """The connection's dispatch: straight into the stream; a failure asks the protocol for its plan."""
+        """The connection's dispatch: straight into the stream; a failure carries the protocol's plan."""
         if type(event) is AudioReceived:
             self._stream.feed(event)
             if event.first:
                 self.first_audio_or_done.set()
             return
-        if isinstance(event, TurnFailed) and not self._cancelled and self._closed_error is None:
-            link = self._link
-            assert link is not None
-            plan = link.protocol.retry_plan(event.turn_id, link.now())
-            if isinstance(plan, RetryPlan):
-                self._plan = plan
-                self._dialer.hang_up(link, cancelled=False)
+        if isinstance(event, TurnFailed) and event.retry is not None:
+            if not self._cancelled and self._closed_error is None:
+                assert self._link is not None
+                self._plan = event.retry
+                self._dialer.hang_up(self._link, event)
                 self._stream.feed(_RETRY)  # type: ignore[arg-type]
                 return
-            if plan.error is not None:
-                event = TurnFailed(event.turn_id, plan.error)
+            event = TurnFailed(event.turn_id, event.error)  # (not retried after all: the turn fails)
         self._settle(event)
         self._stream.feed(event)
 
@@ -156,7 +158,7 @@ class EngineTurn(TurnView):
         self._end = event
         self.first_audio_or_done.set()
         if self._link is not None:
-            self._dialer.hang_up(self._link, cancelled=self._cancelled)
+            self._dialer.hang_up(self._link, TurnDone(event.turn_id, cancelled=True) if self._cancelled else event)
         callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
             try:
@@ -264,7 +266,7 @@ class EngineTurn(TurnView):
         try:
             if self._closed_error is not None:
                 raise self._closed_error
-            link, _ = await self._dialer.dial(plan.turn_id, plan.request, retry=True)
+            link, _ = await self._dialer.dial(plan.turn_id, plan.request, retry=True, timeout=self.timeout)
             await self._attach(link, plan.turn_id, plan.request)
         except TTSBridgeError as exc:
             self._settle(TurnFailed(plan.turn_id, exc))
@@ -281,7 +283,7 @@ class EngineTurn(TurnView):
         with contextlib.suppress(TTSBridgeError, asyncio.TimeoutError):
             await link.flush(self.cancel_timeout)
         link.detach(self._id)
-        self._dialer.hang_up(link, cancelled=True)
+        self._dialer.hang_up(link, TurnDone(self._id, cancelled=True))
 
     # --- audio --------------------------------------------------------------------------------------------
 

@@ -2,15 +2,16 @@
 
 * :mod:`~ttsbridge.kitta.models`: wire models and :class:`KittaOptions`.
 * :mod:`~ttsbridge.kitta.protocol`: the sans-I/O session state machine.
-* :mod:`~ttsbridge.kitta.client`: the asyncio client (:class:`KittaClient`: key, URL, knobs) and
-  :mod:`~ttsbridge.kitta.connection` (:class:`KittaConnection`: one WebSocket = one session).
+* :mod:`~ttsbridge.kitta.catalog`: the key, the URL, the handshake's errors, the retry backoff, the connection
+  settings.
 * :mod:`~ttsbridge.kitta.provider`: :class:`KittaTurnProvider` for the framework adapters (its turns are the
-  engine's :class:`~ttsbridge.engine.turn.EngineTurn`).
+  engine's :class:`~ttsbridge.engine.turn.EngineTurn`, its connections the engine's, through its
+  :class:`~ttsbridge.engine.dialers.StandbyDialer`).
 """
 
 from __future__ import annotations
 
-from ttsbridge.kitta.client import KittaClient, KittaConnection, build_url
+from ttsbridge.kitta.catalog import build_url
 from ttsbridge.kitta.models import (
     DEFAULT_BASE_URL,
     MODEL_CAPABILITIES,
@@ -33,8 +34,6 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "MODEL_CAPABILITIES",
     "SUBPROTOCOL",
-    "KittaClient",
-    "KittaConnection",
     "KittaConnectionClosed",
     "KittaLimitError",
     "KittaLimits",

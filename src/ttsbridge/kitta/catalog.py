@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
+from ttsbridge import _keys
 from ttsbridge._redact import redact, safe_url
 from ttsbridge.engine.backoff import Backoff
 from ttsbridge.engine.protocol import ConnectRequest
+from ttsbridge.engine.settings import ConnectionSettings
 from ttsbridge.errors import (
     TTSAPIError,
     TTSBridgeError,
@@ -24,7 +26,20 @@ from ttsbridge.errors import (
 )
 from ttsbridge.kitta.models import PATH, SUBPROTOCOL
 
-__all__ = ["KittaHandshake", "backoff_delay", "build_url", "handshake_error", "retry_request_id", "safe_url"]
+# fmt: off
+__all__ = [
+    "API_KEY_ENV", "SETTINGS", "KittaHandshake", "backoff_delay", "build_url", "handshake_error",
+    "resolve_api_key", "retry_backoff", "retry_request_id", "safe_url",
+]
+# fmt: on
+
+API_KEY_ENV = "KITTA_API_KEY"
+
+#: Kitta's connection knobs (docs/kitta.md "Connection settings"), the engine's defaults but for: a keepalive
+#: ping every 2 s idle (a turn that takes a dead standby loses its turn, so the standby is checked often within
+#: its max age), 16 MiB messages (a whole segment of WAV can come at once), a standby replaced after 15 s unused
+#: (below the server's idle and authentication timeouts), and no idle limit (one turn per connection).
+SETTINGS = ConnectionSettings(ping_interval=2.0, max_size=16 * 2**20, max_age=15.0, max_idle=None)
 
 _RETRYABLE_HTTP: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
 _HTTP_CODES: Final = {
@@ -37,6 +52,11 @@ _HTTP_CODES: Final = {
 _KEY_PARAMS: Final = frozenset({"token", "api_key", "apikey", "key", "access_token"})
 #: Longest ``Retry-After`` honoured by the backoff (seconds).
 MAX_RETRY_AFTER: Final = 30.0
+
+
+def resolve_api_key(api_key: str | None) -> str:
+    """The key from the argument or ``$KITTA_API_KEY``, registered with the redactor; a clear error if none."""
+    return _keys.resolve_api_key(api_key, env=API_KEY_ENV, what="a Kitta API key").strip()
 
 
 
@@ -102,15 +122,20 @@ def handshake_error(
     )
 
 
+def retry_backoff(initial: float, maximum: float) -> Backoff:
+    """Kitta's retry schedule: the engine's :class:`Backoff` from ``initial`` doubling to ``maximum``, with
+    *equal* jitter (never below half the ceiling: a retry never starts at once) and the server's
+    ``retry_after`` as a lower bound (itself capped at :data:`MAX_RETRY_AFTER`). The protocol's retries and
+    the provider's hold before the next turn after a failure both wait by it."""
+    return Backoff(base=initial, factor=2.0, cap=maximum, floor=0.5, max_retry_after=MAX_RETRY_AFTER)
+
+
 def backoff_delay(
     attempt: int, err: TTSBridgeError, initial: float, maximum: float, rng: random.Random | None = None
 ) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2...): the engine's :class:`Backoff` with *equal* jitter
-    (never below half the ceiling: a retry never starts at once) and the server's ``retry_after`` as a lower
-    bound (itself capped at :data:`MAX_RETRY_AFTER`)."""
-    schedule = Backoff(base=initial, factor=2.0, cap=maximum, floor=0.5, max_retry_after=MAX_RETRY_AFTER)
+    """Seconds to wait before retry ``attempt`` (1, 2...) by :func:`retry_backoff`."""
     retry_after = getattr(err, "retry_after", None)
-    return schedule.delay(attempt, retry_after or None, rand=(rng or random).random)
+    return retry_backoff(initial, maximum).delay(attempt, retry_after or None, rand=(rng or random).random)
 
 
 class KittaHandshake:
@@ -144,7 +169,7 @@ class KittaHandshake:
             return TTSConnectionError(f"kitta: bad WebSocket handshake with {url}: {detail}", retryable=False)
         return TTSConnectionError(f"kitta: cannot connect to {url}: {detail}")
 
-    def subprotocol_error(self, selected: str | None) -> TTSBridgeError | None:
+    def _subprotocol_error(self, selected: str | None) -> TTSBridgeError | None:
         if selected == SUBPROTOCOL:
             return None
         return TTSConnectionError(

@@ -17,8 +17,7 @@ from ttsbridge.kitta.models import StartRequest
 
 # fmt: off
 __all__ = [
-    "Attempt", "KittaRequest", "Outcome", "Replay", "TurnFacts", "backoff", "no_retry_reason", "not_before_next",
-    "plan_retry",
+    "Attempt", "KittaRequest", "Outcome", "Replay", "TurnFacts", "backoff", "no_retry_reason", "plan_retry",
 ]
 # fmt: on
 
@@ -102,9 +101,9 @@ class Attempt(Protocol):
     @property
     def request_id(self) -> str: ...
 
-    def can_resume(self) -> bool: ...
+    def _can_resume(self) -> bool: ...
 
-    def replay(self) -> Replay: ...
+    def _replay(self) -> Replay: ...
 
 
 def backoff(proto: Attempt, attempt: int, err: TTSBridgeError) -> float:
@@ -115,7 +114,7 @@ def no_retry_reason(proto: Attempt, err: TTSBridgeError, facts: TurnFacts) -> st
     """Why the failed attempt ``proto`` is not retried ("" = it is)."""
     if not err.retryable:
         return "not retryable"
-    if not proto.can_resume():
+    if not proto._can_resume():
         return "audio of the failed segment was already delivered (never replayed)"
     if facts.audio_bytes and not proto.resume_after_audio:
         return "audio was already delivered"
@@ -138,7 +137,7 @@ def plan_retry(proto: Attempt, err: TTSBridgeError, now: float) -> RetryPlan | N
     facts.units += proto.units_billed
     new_id = retry_request_id(facts.base_id, facts.retries)
     delay = backoff(proto, facts.retries, err)
-    replay = proto.replay()
+    replay = proto._replay()
     facts.ids.append(new_id)
     logger.warning(
         "kitta %s: %s; retry %d/%d as %s in %.2f s (%d segment(s) replayed)",
@@ -154,16 +153,3 @@ def plan_retry(proto: Attempt, err: TTSBridgeError, now: float) -> RetryPlan | N
         proto.request, now + delay, proto.flush_each_send, facts, replay, event_timeout=proto.event_timeout
     )
     return RetryPlan(new_id, request, now + delay, dial_at=now + delay - PRECONNECT_LEAD)
-
-
-def not_before_next(proto: Attempt, current: float) -> float:
-    """When the provider's next turn may send ``start``, once the turn of ``proto`` is over: a turn opened
-    after a retryable failure is a retry (a framework's loop, a caller's) and waits the backoff from that
-    failure; a finished turn lifts the hold."""
-    facts = proto.facts
-    if facts is None:
-        return current
-    err = facts.error
-    if facts.outcome is Outcome.FAILED and err is not None and err.retryable:
-        return max(current, (facts.failed_at or 0.0) + backoff(proto, 1, err))
-    return 0.0 if facts.outcome is Outcome.FINISHED else current

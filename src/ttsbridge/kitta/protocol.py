@@ -4,8 +4,8 @@ turn (one server session, one ``request_id``); the engine's :class:`~ttsbridge.e
 Everything that decides lives here (clock passed in): the phase table (:mod:`.states`), the limits and audio
 order (:mod:`.segments`), server events (:mod:`.receiving`), the handshake (:mod:`.handshake`), held starts
 and the "server owes us something" deadline (:meth:`~KittaProtocol.tick`), and retries (:mod:`.retry`): on a
-retryable failure :meth:`~KittaProtocol.retry_plan` answers the turn's next attempt (a new connection, a
-derived request_id, the never-delivered segments replayed).
+retryable failure its :class:`~ttsbridge.engine.events.TurnFailed` carries the turn's next attempt (a new
+connection, a derived request_id, the never-delivered segments replayed).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ttsbridge.engine.events import AudioReceived, ConnectionFailed, Event, TurnDone, TurnFailed
-from ttsbridge.engine.protocol import GiveUp, RetryPlan, TurnProtocol
+from ttsbridge.engine.protocol import RetryPlan, TurnProtocol
 from ttsbridge.errors import TTSBridgeError, TTSTimeoutError
 from ttsbridge.kitta.billing import turn_usage
 from ttsbridge.kitta.catalog import KittaHandshake
-from ttsbridge.kitta.facts import KittaRequest, Outcome, Replay, TurnFacts, not_before_next, plan_retry
+from ttsbridge.kitta.facts import KittaRequest, Outcome, Replay, TurnFacts, plan_retry
 from ttsbridge.kitta.models import AuthEvent, KittaLimits, StartEvent, StartRequest
 from ttsbridge.kitta.receiving import ServerEvents
 from ttsbridge.policy.usage import TurnUsage
@@ -77,7 +77,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     error: TTSBridgeError | None = field(default=None, init=False)
     turn_id: str | None = field(default=None, init=False)
     facts: TurnFacts | None = field(default=None, init=False, repr=False)
-    #: The turn's next attempt, after a failure that is retried (what :meth:`retry_plan` answers).
+    #: The turn's next attempt, after a failure that is retried (what its ``TurnFailed`` carries).
     plan: RetryPlan | None = field(default=None, init=False, repr=False)
     #: Every ``send_text`` closes its segment (the request's ``flush_each_send``).
     flush_each_send: bool = field(default=False, init=False)
@@ -97,6 +97,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     _start_due: bool = field(default=False, init=False, repr=False)
     _last_event_at: float = field(default=0.0, init=False, repr=False)
     _last_sent: float = field(default=0.0, init=False, repr=False)
+    _opened: bool = field(default=False, init=False, repr=False)  # the upgrade succeeded
 
     def __post_init__(self) -> None:
         if self.auth not in ("header", "frame"):
@@ -126,6 +127,11 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
     closed = terminal
 
     @property
+    def accepts_turn(self) -> bool:
+        """One turn per connection: none yet, and not over."""
+        return self.turn_id is None and not self.terminal
+
+    @property
     def is_ready(self) -> bool:
         return self.state in LIVE
 
@@ -146,7 +152,7 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         """Whether :meth:`data_to_send` may return frames (cheap check for the I/O loop)."""
         return not self.terminal and bool(self._auth_frame or self._start_due or self._text.frames)
 
-    def can_resume(self) -> bool:
+    def _can_resume(self) -> bool:
         """True if no segment is part-way delivered (so the rest can be replayed on a new session)."""
         return self._text.segments.can_resume()
 
@@ -251,17 +257,28 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         """1002 after a protocol error of the server's, 1000 with the reason otherwise."""
         return self.close_request or (1000, "")
 
-    def close(self, reason: str = "closed") -> None:
-        """The client closes the connection (retire a standby, shut down): a turn on it ends cancelled."""
-        if self.turn_id is not None:
-            self._cancel(self.turn_id)
-        self._close((1000, reason))
+    def handshake_accepted(self, subprotocol: str | None, now: float) -> TTSBridgeError | None:
+        """The upgrade succeeded: the server must have chosen our subprotocol; from now on it owes us
+        ``authenticated`` (a standby's silence is bounded too)."""
+        error = self._subprotocol_error(subprotocol)
+        if error is None:
+            self._opened = True
+            self._last_event_at = max(self._last_event_at, now)
+        return error
 
-    def abort(self, error: TTSBridgeError, now: float) -> None:
-        """Fail the turn with ``error`` (the client shuts down): no retry."""
+    def close(self, error: TTSBridgeError | None, now: float) -> None:
+        """The client closes the connection. With ``error`` (a connect that failed, a refused handshake, the
+        provider shutting down) the turn fails with it, retried when the retry policy says so (never after a
+        timeout: the turn's own time is spent, as for a server that went silent). Without, the session is
+        closed: a turn on it ends cancelled (v2 has no cancel message: closing the session is one)."""
         if self.terminal:
             return
-        self._fail(error, now, close=(1000, "client closed"), may_retry=False)
+        if error is None:
+            if self.turn_id is not None:
+                self._cancel(self.turn_id)
+            self._close((1000, "closed"))
+            return
+        self._fail(error, now, close=(1000, "closed"), may_retry=not isinstance(error, TTSTimeoutError))
 
     def _close(self, close: tuple[int, str]) -> None:
         if not self.terminal:
@@ -335,8 +352,13 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
         return (*self.secrets, self.token) if self.token else self.secrets
 
     def _owes(self) -> bool:
-        """Whether the server owes us something (so its silence is bounded by ``event_timeout``)."""
-        if self.turn_id is None or self.terminal or (self._start_at is not None and not self._start_due):
+        """Whether the server owes us something (so its silence is bounded by ``event_timeout``): a connection
+        with no turn yet owes ``authenticated`` once the upgrade succeeded."""
+        if self.terminal:
+            return False
+        if self.turn_id is None:
+            return self._opened and self.state is State.CONNECTING
+        if self._start_at is not None and not self._start_due:
             return False
         return not self.is_ready or self.stop_requested or not self._text.segments.all_done()
 
@@ -359,27 +381,17 @@ class KittaProtocol(KittaHandshake, ServerEvents, TurnProtocol):
             self.plan = plan_retry(self, err, now) if may_retry else None
             if self.plan is None:
                 facts.outcome, facts.error, facts.failed_at = Outcome.FAILED, err, now
-            self._events.append(TurnFailed(self.turn_id, err))
+            self._events.append(TurnFailed(self.turn_id, err, self.plan))
         self._events.append(ConnectionFailed(err))
 
     # --------------------------------------------------------------------------------------------- retries
 
-    def not_before_next(self, current: float) -> float:
-        """When the provider's next turn may start, given this turn's outcome (see :mod:`.retry`)."""
-        return not_before_next(self, current)
-
-    def replay(self) -> Replay:
+    def _replay(self) -> Replay:
         """Everything of this session whose audio was never delivered (pending segments, the unflushed
-        buffer, ``stop`` if it was requested), for the turn's next attempt. Only when :meth:`can_resume`."""
-        if not self.can_resume():
+        buffer, ``stop`` if it was requested), for the turn's next attempt. Only when :meth:`_can_resume`."""
+        if not self._can_resume():
             raise KittaProtocolError("kitta: a segment was part-way delivered; it must not be replayed")
         return Replay(*self._text.unsent())
-
-    def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
-        """The plan :mod:`.retry` made when the attempt failed, or the turn's error."""
-        if turn_id == self.turn_id and self.plan is not None:
-            return self.plan
-        return GiveUp()
 
     # ---------------------------------------------------------------------------------------------- answers
 

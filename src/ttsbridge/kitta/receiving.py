@@ -73,11 +73,6 @@ class ServerEvents:
             err = KittaProtocolError(f"kitta: internal error: {type(exc).__name__}")
             self._fail(err, now, close=(1011, "client error"))
 
-    def fail_connect(self, error: TTSBridgeError, now: float) -> None:
-        """The connection could not be made (``error`` from :meth:`handshake_failed`, a timeout, a refusal)."""
-        if not self.terminal:
-            self._fail(error, now, close=None)
-
     def connection_lost(self, code: int | None, reason: str, now: float) -> None:
         """The socket closed. Before ``finish`` this fails the turn (retryable only for 1012/1013)."""
         if not self.terminal:

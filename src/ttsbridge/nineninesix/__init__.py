@@ -1,6 +1,5 @@
-"""Nineninesix (Cartesia-compatible) TTS: wire models, sans-I/O protocol, WebSocket and HTTP clients."""
+"""Nineninesix (Cartesia-compatible) TTS: wire models, sans-I/O protocol, the turn provider, the HTTP client."""
 
-from ttsbridge.nineninesix.client import NineninesixClient, NineninesixConnection
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
@@ -22,8 +21,6 @@ __all__ = [
     "SAMPLE_RATES",
     "ContextState",
     "ErrorEffect",
-    "NineninesixClient",
-    "NineninesixConnection",
     "NineninesixHTTP",
     "NineninesixOptions",
     "NineninesixProtocol",

@@ -9,11 +9,16 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from ttsbridge import _keys
 from ttsbridge._redact import redact
+from ttsbridge.engine.settings import ConnectionSettings
 from ttsbridge.errors import TTSAPIError, TTSBridgeError, TTSInvalidOptionError
 from ttsbridge.nineninesix.models import ErrorMessage
 
 PROVIDER = "nineninesix"
 API_KEY_ENV = "NINENINESIX_API_KEY"
+
+#: Nineninesix's connection knobs: the engine's defaults (a pooled connection replaced after 60 s idle, a
+#: keepalive ping every 20 s idle; docs/nineninesix.md "Connection settings").
+SETTINGS = ConnectionSettings()
 
 
 def resolve_api_key(api_key: str | None) -> str:

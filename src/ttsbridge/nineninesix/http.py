@@ -34,7 +34,7 @@ from ttsbridge.errors import (
     TTSInvalidOptionError,
     TTSTimeoutError,
 )
-from ttsbridge.nineninesix.catalog import PROVIDER, derive_urls, resolve_api_key, retryable_status
+from ttsbridge.nineninesix.catalog import PROVIDER, SETTINGS, derive_urls, resolve_api_key, retryable_status
 from ttsbridge.nineninesix.models import (
     DEFAULT_BASE_URL,
     MODELS,
@@ -51,8 +51,9 @@ class NineninesixHTTP:
     session of this event loop that every ``NineninesixHTTP`` with the same ``ssl`` shares is used.
 
     Args:
-        proxy: ``True`` (default): from the environment; ``None``: direct; a URL: that proxy (it wins).
-        ssl: the TLS context of our own session (default: the shared verifying one).
+        proxy, ssl: as the WebSockets' (:class:`~ttsbridge.engine.settings.ConnectionSettings`; the provider
+            passes its own): the environment's proxy by default, or none, or a URL (it wins); the TLS context of
+            our own session (default: the shared verifying one).
     """
 
     def __init__(
@@ -64,8 +65,8 @@ class NineninesixHTTP:
         timeout: float = 30.0,
         max_retries: int = 2,
         max_retry_after: float = 10.0,
-        proxy: ProxySetting = True,
-        ssl: ssl_module.SSLContext | None = None,
+        proxy: ProxySetting = SETTINGS.proxy,
+        ssl: ssl_module.SSLContext | None = SETTINGS.ssl,
     ) -> None:
         self._api_key = resolve_api_key(api_key)
         self.http_base, _ = derive_urls(base_url)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,6 @@ from ttsbridge.engine import (
     TurnFailed,
     TurnProtocol,
 )
-from ttsbridge.engine.protocol import GiveUp, RetryPlan
 from ttsbridge.errors import (
     TTSBridgeError,
     TTSConnectionError,
@@ -65,7 +63,6 @@ logger = logging.getLogger("ttsbridge.nineninesix")
 
 _LIVE = (ContextState.OPEN, ContextState.ENDING)
 _ANSWER_OWED = (ContextState.CANCELLING, ContextState.FAILING)  # our cancel is on the wire
-_FAILED_KEPT = 64  # failed contexts kept for their retry_plan question (the engine asks at once)
 
 
 def _cancel_frame(context_id: str) -> str:
@@ -97,7 +94,6 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
         self.ack_wait = ack_wait  # how long a timed-out context waits for its cancel's answer
         self.cancel_timeout = cancel_timeout  # how long a cancelled context waits for its answer
         self.contexts: dict[str, ContextFacts] = {}  # live contexts only: a finished one is dropped at once
-        self._failed: OrderedDict[str, ContextFacts] = OrderedDict()  # until their retry_plan is asked
         self.sample_rate = output_format.sample_rate
         self.dropped_frames = 0
         self._closed = False
@@ -148,7 +144,7 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
                 continue
             if facts.state in _ANSWER_OWED:
                 logger.warning("nineninesix: no cancel acknowledgement for context %s", facts.context_id)
-                self._move(facts, Input.ACK_TIMEOUT)
+                self._move(facts, Input.ACK_TIMEOUT, now)
                 continue
             err = TTSTimeoutError(
                 f"nineninesix: no audio for context {facts.context_id} within {facts.receive_timeout:.1f}s"
@@ -158,9 +154,9 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
             if self._withdraw(facts) and self.cancel_ack:
                 facts.ack_deadline = now + self.ack_wait
                 facts.last_sent = now
-                self._move(facts, Input.TIMEOUT, err)  # reported once the server answers (bounded)
+                self._move(facts, Input.TIMEOUT, now, err)  # reported once the server answers (bounded)
             else:
-                self._move(facts, Input.TIMEOUT_NOW, err)
+                self._move(facts, Input.TIMEOUT_NOW, now, err)
 
     def _due(self, facts: ContextFacts) -> float | None:
         """When ``facts`` needs a tick: the server owes it something (text sent since we last heard, or the
@@ -229,15 +225,9 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
         if self._withdraw(facts) and self.cancel_ack:
             facts.ack_deadline = now + self.cancel_timeout
             facts.last_sent = now
-            self._move(facts, Input.CANCEL)
+            self._move(facts, Input.CANCEL, now)
         else:
-            self._move(facts, Input.CANCEL_NOW)
-
-    def retry_plan(self, turn_id: str, now: float) -> RetryPlan | GiveUp:
-        """A failed context is retried on a fresh context_id when :func:`~.facts.plan_retry` says so."""
-        facts = self._failed.pop(turn_id, None)
-        plan = plan_retry(facts, now) if facts is not None else None
-        return plan if plan is not None else GiveUp()
+            self._move(facts, Input.CANCEL_NOW, now)
 
     def usage(self, facts: ContextFacts, turn: Turn) -> TurnUsage:
         return turn_usage(facts, turn, self.output_format.sample_rate)
@@ -267,7 +257,7 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
         self._queue.append((facts, json.dumps(wire, separators=(",", ":"))))
         if not continue_:
             facts.ended = True
-            self._move(facts, Input.END)
+            self._move(facts, Input.END, now)
 
     def _request_fields(self, facts: ContextFacts) -> dict[str, Any]:
         """The wire fields after ``continue`` that are the same for every request of a context (model, voice,
@@ -304,8 +294,9 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
 
     # --- transitions --------------------------------------------------------------------------------------
 
-    def _move(self, facts: ContextFacts, event: Input, error: TTSBridgeError | None = None) -> bool:
-        """Apply :data:`~.states.TRANSITIONS`; on a terminal state, drop the context and emit its end."""
+    def _move(self, facts: ContextFacts, event: Input, now: float, error: TTSBridgeError | None = None) -> bool:
+        """Apply :data:`~.states.TRANSITIONS`; on a terminal state, drop the context and emit its end (a failure
+        with its retry, when :func:`~.facts.plan_retry` plans one)."""
         new = next_state(facts.state, event)
         if new is None:
             return False
@@ -317,10 +308,7 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
             facts.carry = b""
             if new is ContextState.FAILED:
                 assert facts.error is not None
-                self._failed[facts.context_id] = facts
-                if len(self._failed) > _FAILED_KEPT:
-                    self._failed.popitem(last=False)
-                self._emit(TurnFailed(facts.context_id, facts.error))
+                self._emit(TurnFailed(facts.context_id, facts.error, plan_retry(facts, now)))
             else:
                 self._emit(TurnDone(facts.context_id, cancelled=new is ContextState.CANCELLED))
         return True

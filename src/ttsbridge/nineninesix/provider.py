@@ -1,21 +1,17 @@
-"""Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: what the framework adapters use.
-
-One turn = one server context on a pooled connection. The turn decodes G.711, resamples from the wire rate
-to the caller's rate (asking the server for that rate when the API has it), flushes the resampler tail at
-``done``, and retries ``concurrent_limit`` on a fresh ``context_id`` (replaying the turn's text) as long as no
-audio was delivered; so is a turn whose connection was lost before any of its requests was written (the
-server never heard of it), and, once, a turn whose connection died under it (closed, dropped, or silent: a ping
-went unanswered) before any of its audio arrived, on a fresh connection with a new context_id and the first
-attempt's deadline. After ``cancel()`` the iterator stops (no error); a consumer that leaves the
-iterator early cancels the turn.
-"""
+"""Nineninesix as a :class:`~ttsbridge.turns.TurnProvider`: its options, its typed request, which dialer (the
+engine's :class:`~ttsbridge.engine.dialers.SharedDialer`, one pooled connection per output format, which the API
+fixes per connection, shared on each event loop by every provider with the same endpoint, key and settings:
+:mod:`ttsbridge.engine.shared`) and its cache identity; turns, connections and retries (planned by the protocol)
+are the engine's (docs/nineninesix.md, docs/production.md). The API key travels in the URL (``?api_key=``) as the
+API requires; it never reaches a log line, an exception text or a repr."""
 
 from __future__ import annotations
 
-import logging
 import math
+import uuid
 import weakref
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -24,20 +20,52 @@ from ttsbridge._keys import account_scope
 from ttsbridge._redact import mask_key
 from ttsbridge.audio.resample import StreamResampler
 from ttsbridge.engine.backoff import Backoff
-from ttsbridge.engine.shared import LoopShare, settings_key
+from ttsbridge.engine.dialers import SharedDialer
+from ttsbridge.engine.settings import ConnectionSettings
+from ttsbridge.engine.shared import LoopShare
 from ttsbridge.engine.turn import EngineTurn
-from ttsbridge.errors import TTSBridgeError, TTSConnectionError
-from ttsbridge.nineninesix.catalog import resolve_api_key
-from ttsbridge.nineninesix.client import NineninesixClient
+from ttsbridge.errors import TTSBridgeError, TTSConnectionError, TTSInvalidOptionError
+from ttsbridge.nineninesix.catalog import SETTINGS, derive_urls, resolve_api_key
+from ttsbridge.nineninesix.facts import NineninesixRequest
 from ttsbridge.nineninesix.http import NineninesixHTTP
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, NineninesixOptions, OutputFormat
+from ttsbridge.nineninesix.protocol import NineninesixProtocol
 from ttsbridge.turns import Synthesis, TurnProvider
-
-logger = logging.getLogger("ttsbridge.nineninesix")
 
 
 def _wire_format(fmt: OutputFormat) -> str:
     return f"{fmt.encoding}@{fmt.sample_rate}"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What a connection's protocol is made with; with the :class:`ConnectionSettings`, what providers must all
+    match to share a pool (the key is compared, never shown)."""
+
+    api_key: str = field(repr=False)
+    base_url: str
+    cancel_ack: bool
+    receive_timeout: float
+    cancel_timeout: float
+
+    def protocol(self, fmt: OutputFormat) -> NineninesixProtocol:
+        """The protocol of a new connection for ``fmt`` (the dialer's factory)."""
+        return NineninesixProtocol(
+            fmt,
+            cancel_ack=self.cancel_ack,
+            base_url=self.base_url,
+            api_key=self.api_key,
+            receive_timeout=self.receive_timeout,
+            ack_wait=min(0.5, self.cancel_timeout),
+            cancel_timeout=self.cancel_timeout,
+        )
+
+    def dialer(self, settings: ConnectionSettings) -> SharedDialer[OutputFormat]:
+        return SharedDialer(self.protocol, settings, key=_output_format, name="nineninesix")
+
+
+def _output_format(request: NineninesixRequest) -> OutputFormat:
+    return request.output_format
 
 
 class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
@@ -50,10 +78,21 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         options: model, voice, language, wire encoding and wire sample rate (validated).
         http_session: an aiohttp session to reuse for HTTP calls.
         concurrent_limit_retries: how often a turn is retried on a fresh context after ``concurrent_limit``.
+        retry_backoff: between those retries, ``retry_backoff * 2**(n-1)`` jittered to 0.5x-1.5x.
         wait_for_cancel_ack: make ``Turn.cancel()`` wait (bounded) for the server's ``done cancelled:true``.
             Off by default: after a barge-in the next turn should not pay a round trip; the acknowledgement is
             still requested and consumed by the connection (and late frames of the context are dropped).
-        client_kwargs: passed to :class:`NineninesixClient` (timeouts, ``cancel_ack``, ``max_idle``...).
+        cancel_ack: open connections with ``?cancel_ack=true`` (the server confirms each cancel).
+        cancel_timeout: bound on writing a cancel and on waiting for its acknowledgement.
+        receive_timeout: a turn fails with ``TTSTimeoutError`` when the server owes it audio (text sent or
+            turn ended) and sends nothing for this long (a turn's own ``timeout`` replaces it).
+        settings: the connection knobs (default: :data:`~ttsbridge.nineninesix.catalog.SETTINGS`);
+        **knobs: any of them by name (``connect_timeout``, ``ping_interval``, ``max_idle``, ``proxy``,
+            ``ssl``...: see :class:`~ttsbridge.engine.settings.ConnectionSettings` and docs/nineninesix.md).
+            ``proxy`` and ``ssl`` apply to the HTTP calls too.
+
+    Providers with the same endpoint, key and knobs share this event loop's pool (docs/production.md): closing
+    one closes only what no other uses. Built where no loop runs yet, it leases nothing until it is used in one.
     """
 
     provider = "nineninesix"
@@ -68,44 +107,49 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         concurrent_limit_retries: int = 3,
         retry_backoff: float = 0.2,
         wait_for_cancel_ack: bool = False,
-        **client_kwargs: Any,
+        cancel_ack: bool = True,
+        cancel_timeout: float = 2.0,
+        receive_timeout: float = 15.0,
+        settings: ConnectionSettings | None = None,
+        **knobs: Any,
     ) -> None:
+        for name, value in (("cancel_timeout", cancel_timeout), ("receive_timeout", receive_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise TTSInvalidOptionError(name, value, "a number of seconds > 0")
         self._options = options or NineninesixOptions()
-        key = resolve_api_key(api_key)
-        # Validated now (a bad knob fails here, before any loop runs); the client itself is made per event
-        # loop and shared by every provider with the same settings there (engine/shared.py).
-        spare = NineninesixClient(key, base_url=base_url, **client_kwargs)
+        self._api_key = key = resolve_api_key(api_key)
         self.base_url = base_url
-        self.http_base = spare.http_base
-        self._api_key = key
-        self._clients: LoopShare[NineninesixClient] = LoopShare(
-            settings_key("nineninesix", key, base_url, client_kwargs),
-            lambda: NineninesixClient(key, base_url=base_url, **client_kwargs),
-            NineninesixClient.aclose,
-            name="nineninesix",
-        )
-        self.http = NineninesixHTTP(
-            key,
-            base_url=base_url,
-            session=http_session,
-            proxy=client_kwargs.get("proxy", True),
-            ssl=client_kwargs.get("ssl"),
+        self.http_base, _ = derive_urls(base_url)
+        self.cancel_ack, self.cancel_timeout, self.receive_timeout = (
+            cancel_ack,
+            cancel_timeout,
+            receive_timeout,
         )
         self.concurrent_limit_retries = concurrent_limit_retries
         self.retry_backoff = retry_backoff
         self.wait_for_cancel_ack = wait_for_cancel_ack
+        self.settings = conn = (settings or SETTINGS).replace(**knobs)
+        # The dialer is made per event loop, shared by every provider with the same endpoint and settings there.
+        self.endpoint = endpoint = Endpoint(key, base_url, cancel_ack, receive_timeout, cancel_timeout)
+        self._dialers: LoopShare[SharedDialer[OutputFormat]] = LoopShare(
+            (endpoint, conn), lambda: endpoint.dialer(conn), SharedDialer.aclose, name="nineninesix"
+        )
+        self.http = NineninesixHTTP(
+            key, base_url=base_url, session=http_session, proxy=conn.proxy, ssl=conn.ssl
+        )
         self._turns: weakref.WeakSet[EngineTurn] = weakref.WeakSet()
         self._account = account_scope(key)
 
     @property
-    def client(self) -> NineninesixClient:
-        """This event loop's client (its pool of connections by output format), shared by every provider
-        with the same settings on this loop. Raises :class:`TTSConnectionError` once the provider is closed."""
-        return self._clients.get()
+    def dialer(self) -> SharedDialer[OutputFormat]:
+        """This event loop's dialer (its pool of connections by output format), shared by every provider with the same endpoint and
+        settings on this loop. Once the provider is closed: the one it last used on this loop, for diagnostics
+        (its counters and connections; turns go through :meth:`open_turn`, which refuses)."""
+        return self._dialers.current()
 
     @property
     def closed(self) -> bool:
-        return self._clients.closed
+        return self._dialers.closed
 
     @property
     def backoff(self) -> Backoff:
@@ -125,26 +169,26 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
     def _resolve(self, overrides: dict[str, Any]) -> NineninesixOptions:
         return self.options.updated(**overrides) if overrides else self.options  # type: ignore[return-value]
 
-    async def open_turn(self, *, sample_rate: int, timeout: float | None = None, **overrides: Any) -> EngineTurn:
-        """One context on the pooled connection (a fresh one per retry: the protocol plans them)."""
-        opts = self._resolve(overrides)
-        turn = await self.client.open_context(
-            opts.output_format(sample_rate),
-            model=opts.model,
-            voice=opts.voice,
-            language=opts.language,
-            sample_rate=sample_rate,
-            max_retries=self.concurrent_limit_retries,
-            backoff=self.backoff,
-            receive_timeout=timeout,
-            retry=True,
-            wait_for_cancel_ack=self.wait_for_cancel_ack,
-        )
-        self._turns.add(turn)
-        return turn
-
     def update_options(self, **options: Any) -> None:
         self._options = self._resolve(options)
+
+    async def open_turn(
+        self, *, sample_rate: int, timeout: float | None = None, **overrides: Any
+    ) -> EngineTurn:
+        """One context on the pooled connection for the turn's format (a fresh one per retry: the protocol
+        plans them)."""
+        opts = self._resolve(overrides)
+        request = NineninesixRequest(
+            opts.output_format(sample_rate), opts.model, opts.voice, opts.language,
+            self.concurrent_limit_retries, self.backoff, timeout,
+        )  # fmt: skip
+        turn = EngineTurn(
+            self._dialers.get(), request, turn_id=str(uuid.uuid4()), sample_rate=sample_rate, timeout=timeout,
+            cancel_timeout=self.cancel_timeout, wait_for_cancel_ack=self.wait_for_cancel_ack,
+        )  # fmt: skip
+        await turn.open()
+        self._turns.add(turn)
+        return turn
 
     def describe(self, *, sample_rate: int, **overrides: Any) -> dict[str, str]:
         opts = self._resolve(overrides)
@@ -170,12 +214,13 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         calls ask). Does nothing once the provider is closed."""
         if self.closed:
             return
+        opts = self.options
         fmt = (
-            self.options.output_format(sample_rate)
+            opts.output_format(sample_rate)
             if sample_rate
-            else OutputFormat(encoding=self.options.encoding, sample_rate=self.options.sample_rate or 22050)
+            else OutputFormat(encoding=opts.encoding, sample_rate=opts.sample_rate or 22050)
         )
-        await self.client.prewarm(fmt)
+        await self._dialers.get().prewarm(fmt)
 
     def synthesize(self, text: str, *, sample_rate: int, **overrides: Any) -> Synthesis:
         """One-shot synthesis, resampled to ``sample_rate``, yielded as the audio arrives.
@@ -222,7 +267,7 @@ class NineninesixTurnProvider(TurnProvider[NineninesixOptions]):
         for turn in list(self._turns):
             if not turn.done:
                 turn.abort(err)  # a turn waiting to retry must not reconnect after this
-        await self._clients.aclose()  # the last provider on this loop: the pool closes, its turns fail
+        await self._dialers.aclose()  # the last provider on this loop: the pool closes, its turns fail
         for turn in list(self._turns):
             protocol = turn.protocol
             if not turn.done and protocol is not None and not protocol.closed:

@@ -47,7 +47,7 @@ class ServerFrames:
     def _withdraw(self, facts: ContextFacts) -> bool:
         raise NotImplementedError
 
-    def _move(self, facts: ContextFacts, event: Input, error: TTSBridgeError | None = None) -> bool:
+    def _move(self, facts: ContextFacts, event: Input, now: float, error: TTSBridgeError | None = None) -> bool:
         raise NotImplementedError
 
     def receive(self, frame: str | bytes, now: float) -> None:
@@ -58,45 +58,50 @@ class ServerFrames:
         raw = decode_frame(frame)
         if raw is None:
             # The API sends only JSON text frames; we cannot tell which turn this one was meant for.
-            return self.fail_connection(malformed("server", f"not a JSON object ({len(frame)} chars)"))
+            return self._fail_connection(malformed("server", f"not a JSON object ({len(frame)} chars)"), now)
         kind = raw.get("type")
         cid: str | None = raw.get("context_id")
         if cid is not None and type(cid) is not str:
-            return self.fail_connection(malformed(str(kind or "server"), context_id_problem(raw) or ""))
+            return self._fail_connection(malformed(str(kind or "server"), context_id_problem(raw) or ""), now)
         if kind == "chunk" or (kind is None and "data" in raw and not raw.get("done")):
             # the hot path (every audio frame): the two fields we use, checked by hand, no model validation
             return self._on_chunk(cid, raw.get("data"), now)
         if kind == "done" or (kind is None and raw.get("done") and "error_code" not in raw):
             problem = field_problem(raw, DONE_FIELDS)
             if problem is not None:
-                return self._malformed_end(cid, malformed("done", problem))
+                return self._malformed_end(cid, malformed("done", problem), now)
             return self._on_done(DoneMessage.model_validate(raw), now)
         if kind == "error" or (kind is None and "error_code" in raw):
             problem = field_problem(raw, ERROR_FIELDS)
             if problem is not None:
-                return self._malformed_end(cid, malformed("error", problem))
+                return self._malformed_end(cid, malformed("error", problem), now)
             return self._on_error(ErrorMessage.model_validate(raw), now)
         # timestamps, flush_done and other frames this API does not send: ignore
         self.dropped_frames += 1
 
     def connection_lost(self, code: int | None, reason: str, now: float) -> None:
         """The socket closed or dropped: fail every live context at once (no turn waits for a dead socket)."""
-        self.fail_connection(TTSConnectionError(f"nineninesix: {describe_close(code, reason)}"))
+        self._fail_connection(TTSConnectionError(f"nineninesix: {describe_close(code, reason)}"), now)
 
     def connection_silent(self, detail: str, now: float) -> None:
         """The engine's ping went unanswered: every live context fails with a
         :class:`TTSSilentConnectionError` (a turn with no audio yet is replayed once: :func:`may_retry`)."""
-        self.fail_connection(TTSSilentConnectionError(f"nineninesix: {detail}"))
+        self._fail_connection(TTSSilentConnectionError(f"nineninesix: {detail}"), now)
 
-    def fail_connection(self, err: TTSBridgeError) -> None:
-        """End every live context with ``err`` and mark the connection closed (the client closes the socket)."""
+    def close(self, error: TTSBridgeError | None, now: float) -> None:
+        """The client closes the connection: every live context fails with ``error`` (a connection error
+        "closed by the client" when None)."""
+        self._fail_connection(error or TTSConnectionError("nineninesix: closed by the client"), now)
+
+    def _fail_connection(self, err: TTSBridgeError, now: float) -> None:
+        """End every live context with ``err`` and mark the connection closed (the engine closes the socket)."""
         if self._closed:
             return
         self._closed = True
         if isinstance(err, NineninesixProtocolError):
             logger.warning("%s; failing the connection", err)
         for facts in list(self.contexts.values()):
-            self._move(facts, Input.LOST, err)
+            self._move(facts, Input.LOST, now, err)
         self._queue.clear()  # never written: the contexts they were for count as unheard
         self._emit(ConnectionFailed(err))
 
@@ -121,7 +126,7 @@ class ServerFrames:
         except NineninesixProtocolError as err:
             # The turn's audio has a hole we cannot fill: fail it, and stop it on the server (no ack awaited).
             self._withdraw(facts)
-            self._move(facts, Input.MALFORMED, err)
+            self._move(facts, Input.MALFORMED, now, err)
             return
         pcm, facts.carry = wire_to_pcm16(data, self._encoding, facts.carry)
         if pcm:
@@ -133,7 +138,7 @@ class ServerFrames:
         facts = self._live(msg.context_id, now)
         if facts is None:
             return
-        if not self._move(facts, Input.DONE_CANCELLED if msg.cancelled else Input.DONE):
+        if not self._move(facts, Input.DONE_CANCELLED if msg.cancelled else Input.DONE, now):
             # done comes only after our continue: false. One before it ends nothing: the turn's later text
             # still renders and its audio must not be dropped; our own continue: false brings the real done.
             logger.debug(
@@ -153,29 +158,29 @@ class ServerFrames:
             # unsolicited one for a live context ends that context below rather than let it hang.)
             logger.debug("nineninesix: cancel answered %s for context %s", code, msg.context_id)
             if facts is not None and code == "context_not_found":
-                self._move(facts, Input.NOT_FOUND)
+                self._move(facts, Input.NOT_FOUND, now)
             return
         if err.closes_connection:
             if facts is not None and facts.state in _LIVE:
-                self._move(facts, Input.ERROR, err)
-            self.fail_connection(err)
+                self._move(facts, Input.ERROR, now, err)
+            self._fail_connection(err, now)
             return
         if facts is None:
             if msg.context_id is None:
                 logger.warning("nineninesix: error with no context: %s", err)
             self.dropped_frames += 1
             return
-        self._move(facts, Input.NOT_FOUND if code == "context_not_found" else Input.ERROR, err)
+        self._move(facts, Input.NOT_FOUND if code == "context_not_found" else Input.ERROR, now, err)
 
-    def _malformed_end(self, cid: str | None, err: NineninesixProtocolError) -> None:
+    def _malformed_end(self, cid: str | None, err: NineninesixProtocolError, now: float) -> None:
         """A ``done``/``error`` frame we cannot read: it ends the context it names (the server is done with it,
         so nothing is sent); one that names no context is a connection-level error we cannot read."""
         if cid is None:
-            return self.fail_connection(err)
+            return self._fail_connection(err, now)
         facts = self.contexts.get(cid)
         if facts is None:
             self.dropped_frames += 1
             return
         logger.warning("%s (context %s)", err, cid)
-        self._move(facts, Input.MALFORMED, err)
+        self._move(facts, Input.MALFORMED, now, err)
 

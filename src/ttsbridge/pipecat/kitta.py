@@ -25,7 +25,7 @@ from pipecat.utils.types import NOT_GIVEN, NotGiven
 from ttsbridge.cache import PhraseCache
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
-from ttsbridge.kitta.client import resolve_api_key
+from ttsbridge.kitta.catalog import resolve_api_key
 from ttsbridge.kitta.models import DEFAULT_MODEL, OPTIONAL_REQUEST_FIELDS
 from ttsbridge.pipecat._ws import TurnTTSService
 
@@ -66,8 +66,8 @@ class KittaTTSService(TurnTTSService):
         standby: keep one pre-connected, authenticated connection (no handshake on a turn's critical path;
             ``start`` is sent only when a turn opens).
         provider_options: passed to :class:`~ttsbridge.kitta.KittaTurnProvider`: ``standby_max_age``,
-            ``auth="frame"``, ``max_retries``, ``connect_timeout``, ``event_timeout``, ``limits``, the liveness
-            checks ``ping_interval``, ``ping_after_silence``, ``pong_timeout`` (see ``KittaClient``)...
+            ``auth="frame"``, ``max_retries``, ``event_timeout``, ``limits``, and the connection settings by
+            name (``connect_timeout``, the keepalive...: docs/kitta.md)...
         phrase_cache: a :class:`ttsbridge.cache.PhraseCache` for ``TTSSpeakFrame``\\ s (docs/cache.md).
         **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).
 

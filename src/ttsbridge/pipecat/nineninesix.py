@@ -112,9 +112,8 @@ class NineninesixTTSService(_NineninesixService, TurnTTSService):
         settings: ``NineninesixTTSService.Settings(voice=..., model=..., language=...)``.
         http_session: an aiohttp session to share (otherwise the provider owns one).
         provider_options: passed to :class:`~ttsbridge.nineninesix.NineninesixTurnProvider`:
-            ``concurrent_limit_retries``, ``connect_timeout``, ``receive_timeout``, ``cancel_timeout``,
-            ``max_idle`` (seconds before a pooled idle connection is replaced), the liveness checks
-            ``ping_interval``, ``ping_after_silence``, ``pong_timeout`` (see ``NineninesixClient``)...
+            ``concurrent_limit_retries``, ``receive_timeout``, ``cancel_timeout``, and the connection
+            settings by name (``connect_timeout``, ``max_idle``, the keepalive...: docs/nineninesix.md)...
         phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: a ``TTSSpeakFrame`` whose text it holds sends
             nothing and bills nothing (docs/cache.md).
         **kwargs: Pipecat ``TTSService`` arguments (``text_aggregation_mode``, ``text_transforms``...).

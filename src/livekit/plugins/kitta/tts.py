@@ -9,7 +9,7 @@ from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
 from ttsbridge.cache import PhraseCache
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
-from ttsbridge.kitta.client import resolve_api_key
+from ttsbridge.kitta.catalog import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
@@ -46,9 +46,9 @@ class TTS(PluginTTS[KittaOptions]):
             thirty-four dollars and fifty cents": ``True``, the default, or a ``ttsbridge.text.TextNormalizer``
             with a language, a lexicon...) or as written (``False``); transcripts keep the LLM's words
             (docs/text.md).
-        client_options: advanced client settings (``auth="frame"``, ``max_retries``, ``connect_timeout``,
-            ``event_timeout``, ``standby_max_age``, ``limits``, the liveness checks ``ping_interval``,
-            ``ping_after_silence``, ``pong_timeout``: see ``KittaClient``...).
+        client_options: advanced settings (``auth="frame"``, ``max_retries``, ``event_timeout``,
+            ``standby_max_age``, ``limits``, and the connection settings by name: ``connect_timeout``, the
+            keepalive, ``proxy``, ``ssl``...: docs/kitta.md).
         phrase_cache: a :class:`ttsbridge.cache.PhraseCache` (see ``nineninesix.TTS``; docs/cache.md).
 
     Raises:

@@ -12,7 +12,7 @@ from ttsbridge.cache import PhraseCache
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
-from ttsbridge.nineninesix.client import resolve_api_key
+from ttsbridge.nineninesix.catalog import resolve_api_key
 
 from .log import logger
 from .models import (
@@ -68,9 +68,9 @@ class TTS(PluginTTS[NineninesixOptions]):
             thirty-four dollars and fifty cents": ``True``, the default, or a ``ttsbridge.text.TextNormalizer``
             with a language, a lexicon...) or as written (``False``); transcripts keep the LLM's words
             (docs/text.md).
-        client_options: advanced WebSocket client settings (``connect_timeout``, ``cancel_timeout``,
-            ``receive_timeout``, ``max_idle``, ``cancel_ack``, and the liveness checks ``ping_interval``,
-            ``ping_after_silence``, ``pong_timeout``: see ``NineninesixClient``).
+        client_options: advanced WebSocket settings (``cancel_timeout``, ``receive_timeout``,
+            ``cancel_ack``, and the connection settings by name: ``connect_timeout``, ``max_idle``, the
+            keepalive, ``proxy``, ``ssl``...: docs/nineninesix.md).
         phrase_cache: a :class:`ttsbridge.cache.PhraseCache`: ``say()`` / ``synthesize()`` of a text it
             holds send nothing and bill nothing (docs/cache.md).
 
