@@ -338,69 +338,8 @@ class EmulatedCarrier:
     # -- the protocol
 
     def _handshake(self) -> list[dict[str, Any]]:
-        c = self.config
-        if c.carrier == "twilio":
-            return [
-                {"event": "connected", "protocol": "Call", "version": "1.0.0"},
-                {
-                    "event": "start",
-                    "sequenceNumber": "1",
-                    "streamSid": c.stream_id,
-                    "start": {
-                        "streamSid": c.stream_id,
-                        "callSid": c.call_id,
-                        "accountSid": "AC00000000000000000000000000000001",
-                        "tracks": ["inbound"],
-                        "customParameters": {},
-                        "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
-                    },
-                },
-            ]
-        if c.carrier == "telnyx":
-            return [
-                {"event": "connected", "version": "1.0.0"},
-                {
-                    "event": "start",
-                    "sequence_number": "1",
-                    "stream_id": c.stream_id,
-                    "start": {
-                        "call_control_id": c.call_id,
-                        "media_format": {"encoding": c.encoding, "sample_rate": c.sample_rate, "channels": 1},
-                    },
-                },
-            ]
-        if c.carrier == "exotel":
-            return [
-                {"event": "connected"},
-                {
-                    "event": "start",
-                    "sequence_number": 1,
-                    "stream_sid": c.stream_id,
-                    "start": {
-                        "stream_sid": c.stream_id,
-                        "call_sid": c.call_id,
-                        "account_sid": "exotel-account",
-                        "media_format": {
-                            "encoding": "raw/slin",
-                            "sample_rate": str(c.sample_rate),
-                            "bit_rate": "128kbps",
-                        },
-                    },
-                },
-            ]
-        return [
-            {
-                "event": "start",
-                "sequenceNumber": 1,
-                "start": {
-                    "callId": c.call_id,
-                    "streamId": c.stream_id,
-                    "accountId": "MA00000000000000000001",
-                    "tracks": ["inbound"],
-                    "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000},
-                },
-            }
-        ]
+        """The carrier's opening messages (``connected`` where it sends one, then ``start``)."""
+        return _HANDSHAKES[self.config.carrier](self.config)
 
     async def _read(self) -> None:
         try:
@@ -612,3 +551,82 @@ class EmulatedCarrier:
             except Exception:
                 return
             self._touch()
+
+
+# -- each carrier's opening messages (its media-stream docs' ``connected`` / ``start``)
+
+
+def _twilio_start(c: CarrierConfig) -> list[dict[str, Any]]:
+    return [
+        {"event": "connected", "protocol": "Call", "version": "1.0.0"},
+        {
+            "event": "start",
+            "sequenceNumber": "1",
+            "streamSid": c.stream_id,
+            "start": {
+                "streamSid": c.stream_id,
+                "callSid": c.call_id,
+                "accountSid": "AC00000000000000000000000000000001",
+                "tracks": ["inbound"],
+                "customParameters": {},
+                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+            },
+        },
+    ]
+
+
+def _telnyx_start(c: CarrierConfig) -> list[dict[str, Any]]:
+    return [
+        {"event": "connected", "version": "1.0.0"},
+        {
+            "event": "start",
+            "sequence_number": "1",
+            "stream_id": c.stream_id,
+            "start": {
+                "call_control_id": c.call_id,
+                "media_format": {"encoding": c.encoding, "sample_rate": c.sample_rate, "channels": 1},
+            },
+        },
+    ]
+
+
+def _exotel_start(c: CarrierConfig) -> list[dict[str, Any]]:
+    media = {"encoding": "raw/slin", "sample_rate": str(c.sample_rate), "bit_rate": "128kbps"}
+    return [
+        {"event": "connected"},
+        {
+            "event": "start",
+            "sequence_number": 1,
+            "stream_sid": c.stream_id,
+            "start": {
+                "stream_sid": c.stream_id,
+                "call_sid": c.call_id,
+                "account_sid": "exotel-account",
+                "media_format": media,
+            },
+        },
+    ]
+
+
+def _plivo_start(c: CarrierConfig) -> list[dict[str, Any]]:
+    return [
+        {
+            "event": "start",
+            "sequenceNumber": 1,
+            "start": {
+                "callId": c.call_id,
+                "streamId": c.stream_id,
+                "accountId": "MA00000000000000000001",
+                "tracks": ["inbound"],
+                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000},
+            },
+        }
+    ]
+
+
+_HANDSHAKES: dict[str, Callable[[CarrierConfig], list[dict[str, Any]]]] = {
+    "twilio": _twilio_start,
+    "telnyx": _telnyx_start,
+    "exotel": _exotel_start,
+    "plivo": _plivo_start,
+}
