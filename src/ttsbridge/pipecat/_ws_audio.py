@@ -70,9 +70,11 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: less often: wait a little and push what arrived meanwhile as frames of at most
     #: :attr:`hold_frame_s` (:class:`~ttsbridge.policy.chunks.Playout`; the first frame is never held).
     hold_when_ahead: ClassVar[bool] = True
-    #: Bound on one frame of what queued during a hold. Everything in it had arrived before it is pushed, so
-    #: its size delays nothing; larger frames cost the pipeline fewer per-frame steps (Pipecat's output
-    #: transport re-chunks audio into its own 10 ms multiples, and drops what it queued on an interruption).
+    #: Bound on one frame of what queued during a hold, and of what was queued behind a chunk once a turn's
+    #: audio came in a burst (after its first frame; with ``hold_when_ahead``). Everything in it had arrived
+    #: before it is pushed, so its size delays nothing; larger frames cost the pipeline fewer per-frame steps
+    #: (Pipecat's output transport re-chunks audio into its own 10 ms multiples, and drops what it queued on an
+    #: interruption).
     hold_frame_s: ClassVar[float] = 0.5
     #: A word whose time the provider's report of its segment's end will correct (WordClock ``hold``) is
     #: released at the latest this long before its estimated start is played (Pipecat commits a word whose
@@ -101,6 +103,9 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         loop_time = asyncio.get_running_loop().time
         limit = pcm16_bytes(self.coalesce_audio_s, rate)
         hold_limit = max(limit, pcm16_bytes(self.hold_frame_s, rate))
+        # a burst (chunks queued behind the one read: the turn's audio is ahead of the reader): what is queued
+        # goes out in frames of up to hold_frame_s, as after a hold (fewer frames, fewer pipeline steps)
+        join_queued = joiner(state.turn, rate=rate, coalesce_s=max(self.coalesce_audio_s, self.hold_frame_s))
 
         def take_held(max_bytes: int) -> bytes:  # (holds only when the turn has take_ready)
             return b"" if state.cancelled or take_ready is None else take_ready(max_bytes)
@@ -121,6 +126,7 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
                     continue
                 if n != len(pcm):  # chunks were queued: a burst, or a busy loop; joining saves the frames
                     playout = None  # (no holds in this turn: their wake-ups would land amid the burst)
+                    join = join_queued  # (what queues from now on goes out in frames of up to hold_frame_s)
                     continue
                 playout.push(len(pcm) / bytes_per_s, loop_time())
                 # hold only after a chunk that came alone, and one small enough for a frame to gather more
