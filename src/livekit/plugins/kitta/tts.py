@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
 from ttsbridge import providers
-from ttsbridge.cache import PhraseCache
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.client import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
@@ -17,6 +16,9 @@ from ttsbridge.livekit._plugin import given
 
 from .log import logger
 from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, TTSLatency, TTSModels
+
+if TYPE_CHECKING:
+    from ttsbridge.cache import PhraseCache  # (imported on use: docs/cache.md)
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream

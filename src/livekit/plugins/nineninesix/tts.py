@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from livekit.agents import tokenize, tts, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
 from ttsbridge import providers
-from ttsbridge.cache import PhraseCache
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
@@ -24,6 +23,9 @@ from .models import (
     TTSModels,
     TTSWireSampleRate,
 )
+
+if TYPE_CHECKING:
+    from ttsbridge.cache import PhraseCache  # (imported on use: docs/cache.md)
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream
