@@ -1,0 +1,114 @@
+"""Does every runtime dependency install from a wheel on ARM Linux (aarch64) for CPython 3.10-3.13?
+
+Pipecat Cloud's agents run on ARM; a dependency without an aarch64 wheel builds from source there (or fails).
+For each requirement of ``pyproject.toml`` (``[project].dependencies`` and the extras named with ``--extras``)
+and each Python version, pip resolves it as for that box without installing anything:
+
+    pip install --dry-run --no-deps --only-binary=:all: --implementation cp --python-version 3.X
+                --platform manylinux_2_17_aarch64 ... --platform manylinux_2_36_aarch64 --target T --report R REQ
+
+(``manylinux_2_17`` = ``manylinux2014``; up to glibc 2.36, Debian 12's), and prints the wheel it would install.
+``--with-deps`` resolves all the requirements together with their dependencies instead (one resolution per
+Python version: every package of the tree, e.g. pipecat-ai's and livekit-agents' own). A requirement with no
+such wheel is listed as MISSING with pip's reason; the exit status is 1 if any is missing.
+
+    python bench/check_aarch64_wheels.py                       # the core dependencies + pipecat, livekit
+    python bench/check_aarch64_wheels.py --extras pipecat,livekit,speech,emulator,redis --with-deps
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+#: manylinux_2_17 (manylinux2014) up to glibc 2.36 (Debian 12, the usual base of ARM agent images)
+PLATFORMS = [f"manylinux_2_{minor}_aarch64" for minor in range(17, 37)] + ["manylinux2014_aarch64"]
+
+
+def requirements(extras: list[str]) -> list[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(project.get("dependencies", []))
+    optional = project.get("optional-dependencies", {})
+    for extra in extras:
+        if extra not in optional:
+            raise SystemExit(
+                f"--extras: pyproject.toml has no extra {extra!r} (it has {', '.join(optional)})"
+            )
+        reqs += [r for r in optional[extra] if not r.startswith("ttsbridge")]
+    return reqs
+
+
+def resolve(reqs: list[str], python: str, *, deps: bool) -> tuple[list[tuple[str, str]], str]:
+    """[(name, wheel file)] pip would install for ``python`` on aarch64, or ([], pip's error)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [
+            sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check",
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", python,
+            *[arg for p in PLATFORMS for arg in ("--platform", p)],
+            "--target", str(Path(tmp) / "t"), "--report", str(report),
+        ]  # fmt: skip
+        if not deps:
+            cmd.append("--no-deps")
+        out = subprocess.run([*cmd, *reqs], capture_output=True, text=True, timeout=900)
+        if out.returncode != 0:
+            if "Requires-Python" in out.stderr and "No matching distribution" in out.stderr:
+                return [], "no release of it supports this Python (Requires-Python): not a wheel gap"
+            lines = [ln for ln in out.stderr.splitlines() if "ERROR" in ln] or out.stderr.splitlines()[-2:]
+            return [], " ".join(lines).strip()[:400]
+        data = json.loads(report.read_text())
+    return [(i["metadata"]["name"], i["download_info"]["url"].rsplit("/", 1)[1]) for i in data["install"]], ""
+
+
+def main(args: argparse.Namespace) -> int:
+    extras = [e for e in args.extras.split(",") if e]
+    reqs = requirements(extras)
+    print(f"requirements ({', '.join(['core', *extras])}): {', '.join(reqs)}")
+    print(f"platform: aarch64, manylinux_2_17..2_36; CPython {', '.join(args.pythons.split(','))}\n")
+    missing = 0
+    for python in args.pythons.split(","):
+        if args.with_deps:
+            got, err = resolve(reqs, python, deps=True)
+            if err:
+                missing += 1
+                print(f"  {python}: MISSING ({err})")
+                continue
+            native = [(n, f) for n, f in got if not f.endswith("-none-any.whl")]
+            print(f"  {python}: {len(got)} packages, all wheels; {len(native)} with native code:")
+            for name, wheel in native:
+                print(f"      {name:<24} {wheel}")
+            continue
+        for req in reqs:
+            got, err = resolve([req], python, deps=False)
+            if err:
+                missing += 1
+                print(f"  {python}  {req:<28} MISSING ({err})")
+            else:
+                print(f"  {python}  {req:<28} {got[0][1]}")
+    print(f"\n{'all resolved to wheels' if not missing else f'{missing} MISSING'}")
+    return 1 if missing else 0
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--extras", default="pipecat,livekit", help="extras of pyproject.toml to check too")
+    ap.add_argument("--pythons", default=",".join(PYTHONS))
+    ap.add_argument(
+        "--with-deps", action="store_true", help="resolve the whole tree, not each requirement alone"
+    )
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse()))
