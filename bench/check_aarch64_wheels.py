@@ -8,8 +8,8 @@ and each Python version, pip resolves it as for that box without installing anyt
                 --platform manylinux_2_17_aarch64 ... --platform manylinux_2_36_aarch64 --target T --report R REQ
 
 (``manylinux_2_17`` = ``manylinux2014``; up to glibc 2.36, Debian 12's), and prints the wheel it would install.
-``--with-deps`` resolves all the requirements together with their dependencies instead (one resolution per
-Python version: every package of the tree, e.g. pipecat-ai's and livekit-agents' own). A requirement with no
+``--with-deps`` checks every package of their tree too (e.g. pipecat-ai's and livekit-agents' own), each at the
+version pip resolves for this interpreter. A requirement with no
 such wheel is listed as MISSING with pip's reason; the exit status is 1 if any is missing.
 
     python bench/check_aarch64_wheels.py                       # the core dependencies + pipecat, livekit
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +51,8 @@ def requirements(extras: list[str]) -> list[str]:
 
 
 def resolve(reqs: list[str], python: str, *, deps: bool) -> tuple[list[tuple[str, str]], str]:
-    """[(name, wheel file)] pip would install for ``python`` on aarch64, or ([], pip's error)."""
+    """[(name, file)] pip would install for ``python`` on aarch64 (wheels only), or ([], the reason, naming the
+    package it could not find)."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         cmd = [
@@ -63,12 +65,29 @@ def resolve(reqs: list[str], python: str, *, deps: bool) -> tuple[list[tuple[str
             cmd.append("--no-deps")
         out = subprocess.run([*cmd, *reqs], capture_output=True, text=True, timeout=900)
         if out.returncode != 0:
-            if "Requires-Python" in out.stderr and "No matching distribution" in out.stderr:
-                return [], "no release of it supports this Python (Requires-Python): not a wheel gap"
-            lines = [ln for ln in out.stderr.splitlines() if "ERROR" in ln] or out.stderr.splitlines()[-2:]
-            return [], " ".join(lines).strip()[:400]
+            found = re.search(r"No matching distribution found for (\S+)", out.stderr)
+            if found is None:
+                return [], " ".join(ln for ln in out.stderr.splitlines() if "ERROR" in ln)[:400]
+            name = found.group(1)
+            if re.search(r"requirement \S+ (?:\([^)]*\) )*\(from versions: none\)", out.stderr):
+                return [], f"{name}: no wheel of any version for any platform (a source distribution only)"
+            if "Requires-Python" in out.stderr:
+                return [], f"{name}: no release of it supports CPython {python} (Requires-Python)"
+            return [], f"{name}: no wheel for this platform"
         data = json.loads(report.read_text())
     return [(i["metadata"]["name"], i["download_info"]["url"].rsplit("/", 1)[1]) for i in data["install"]], ""
+
+
+def tree(reqs: list[str]) -> list[str]:
+    """Every package of the requirements' tree as ``name==version``, as pip resolves it for this interpreter
+    (pip refuses to resolve dependencies for another platform unless every package is a wheel)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check",
+               "--ignore-installed", "--report", str(report), *reqs]  # fmt: skip
+        subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True)
+        data = json.loads(report.read_text())
+    return sorted(f"{i['metadata']['name']}=={i['metadata']['version']}" for i in data["install"])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -76,19 +95,11 @@ def main(args: argparse.Namespace) -> int:
     reqs = requirements(extras)
     print(f"requirements ({', '.join(['core', *extras])}): {', '.join(reqs)}")
     print(f"platform: aarch64, manylinux_2_17..2_36; CPython {', '.join(args.pythons.split(','))}\n")
+    if args.with_deps:
+        reqs = tree(reqs)
+        print(f"with their dependencies ({len(reqs)} packages, as resolved for this interpreter)\n")
     missing = 0
     for python in args.pythons.split(","):
-        if args.with_deps:
-            got, err = resolve(reqs, python, deps=True)
-            if err:
-                missing += 1
-                print(f"  {python}: MISSING ({err})")
-                continue
-            native = [(n, f) for n, f in got if not f.endswith("-none-any.whl")]
-            print(f"  {python}: {len(got)} packages, all wheels; {len(native)} with native code:")
-            for name, wheel in native:
-                print(f"      {name:<24} {wheel}")
-            continue
         for req in reqs:
             got, err = resolve([req], python, deps=False)
             if err:
