@@ -64,6 +64,8 @@ WARM_TEXT = "Hi {tag:07d}."
 LADDER = (25, 50, 75, 100, 125, 150, 175, 200, 250, 300)
 QUICK_LADDER = (50, 100, 150, 200, 250)
 SYSTEMS = ("peer", "ours", "floor")
+#: the server's chunk (ms): a gap longer than one at a passed level is flagged in the gap table
+GAP_BOUND_MS = 40.0
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -428,6 +430,8 @@ def markdown(results: dict[str, list[dict]], args: argparse.Namespace) -> str:
                         continue
                     a, b = lv.get(key, nan), q.get(key, nan)
                     mark = "" if lv["pass"] and q["pass"] else " (a failed level)"
+                    if key == "gap_max_ms" and lv["pass"] and a > GAP_BOUND_MS:
+                        mark += f" (ours' gap > {GAP_BOUND_MS:g} ms at a passed level)"
                     out.append(
                         f"| {fw} {pace:g}x | {lv['streams']}{mark} | {b:{spec}} | {a:{spec}} | {_ratio(a, b)} |"
                     )
