@@ -10,7 +10,8 @@ and each Python version, pip resolves it as for that box without installing anyt
 (``manylinux_2_17`` = ``manylinux2014``; up to glibc 2.36, Debian 12's), and prints the wheel it would install.
 ``--with-deps`` checks every package of their tree too (e.g. pipecat-ai's and livekit-agents' own), each at the
 version pip resolves for this interpreter. A requirement with no
-such wheel is listed as MISSING with pip's reason; the exit status is 1 if any is missing.
+such wheel is listed as MISSING with pip's reason (a package with no wheel for any platform, a source
+distribution only, is listed apart); the exit status is 1 if any is missing.
 
     python bench/check_aarch64_wheels.py                       # the core dependencies + pipecat, livekit
     python bench/check_aarch64_wheels.py --extras pipecat,livekit,speech,emulator,redis --with-deps
@@ -95,19 +96,34 @@ def main(args: argparse.Namespace) -> int:
     reqs = requirements(extras)
     print(f"requirements ({', '.join(['core', *extras])}): {', '.join(reqs)}")
     print(f"platform: aarch64, manylinux_2_17..2_36; CPython {', '.join(args.pythons.split(','))}\n")
+    direct = {re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0].lower().replace("_", "-"): r for r in reqs}
     if args.with_deps:
         reqs = tree(reqs)
         print(f"with their dependencies ({len(reqs)} packages, as resolved for this interpreter)\n")
-    missing = 0
+    missing, source_only = 0, set()
     for python in args.pythons.split(","):
         for req in reqs:
             got, err = resolve([req], python, deps=False)
-            if err:
+            if err and args.with_deps and "==" in req and "any platform" not in err:
+                # the tree's version is this interpreter's choice: another version may be this Python's
+                name = req.split("==")[0]
+                got, err2 = resolve([direct.get(name.lower().replace("_", "-"), name)], python, deps=False)
+                if not err2:
+                    print(f"  {python}  {req:<28} {got[0][1]} (the tree's version: {err.split(': ', 1)[1]})")
+                    continue
+            if err.endswith("(a source distribution only)"):
+                source_only.add(req)
+                print(f"  {python}  {req:<28} source only ({err})")
+            elif err:
                 missing += 1
                 print(f"  {python}  {req:<28} MISSING ({err})")
             else:
                 print(f"  {python}  {req:<28} {got[0][1]}")
-    print(f"\n{'all resolved to wheels' if not missing else f'{missing} MISSING'}")
+    if source_only:
+        print(
+            f"\nno wheel at all (built from source on install, any platform): {', '.join(sorted(source_only))}"
+        )
+    print(f"\n{'every other package resolved to a wheel' if not missing else f'{missing} MISSING'}")
     return 1 if missing else 0
 
 
