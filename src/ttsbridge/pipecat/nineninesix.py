@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from pipecat.services.settings import TTSSettings
 
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
@@ -28,6 +27,8 @@ from ttsbridge.pipecat._http import TurnHttpTTSService
 from ttsbridge.pipecat._ws import TurnTTSService
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from ttsbridge.cache import PhraseCache  # (imported on use: docs/cache.md)
 
 __all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings"]
