@@ -40,12 +40,14 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_overhead import pct
 
 HERE = Path(__file__).resolve()
+nan = float("nan")
 
 #: ~3.2 s of the emulator's tone voice (60 ms per character), one sentence, a 7-digit tag per turn.
 TURN_TEXT = "Okay {tag:07d}, I can help you with all of that today."
@@ -61,6 +64,8 @@ WARM_TEXT = "Hi {tag:07d}."
 LADDER = (25, 50, 75, 100, 125, 150, 175, 200, 250, 300)
 QUICK_LADDER = (50, 100, 150, 200, 250)
 SYSTEMS = ("peer", "ours", "floor")
+#: the server's chunk (ms): a gap longer than one at a passed level is flagged in the gap table
+GAP_BOUND_MS = 40.0
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -129,14 +134,22 @@ async def level(framework: str, which: str, emu: Any, n: int, pace: float, args:
 
         async def stream(i: int) -> list[Any]:
             await asyncio.sleep(i * turn_s / n)  # staggered: starts spread over one turn's length
+            # back to back: the next turn's text goes in once the last one's audio is all out
+            # (overhead_systems.END_ON_AUDIO), not once its stop frame came
             return [await s.turn(i, (r * 1000 + i) + 1_000_000) for r in range(args.rounds)]
 
         with LagProbe() as lag:
-            turns = [t for ts in await asyncio.gather(*(stream(i) for i in range(n))) for t in ts]
+            per_stream = await asyncio.gather(*(stream(i) for i in range(n)))
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+        turns = [t for ts in per_stream for t in ts]
+        await settle_stops([ts[-1] for ts in per_stream if ts])
         stats1 = await emu.stats()
-        res = Result()
-        overheads(turns, await emu.times(), res, floor=which == "floor")
+        times = await emu.times()
+        floor = which == "floor"
+        res, first, following = Result(), Result(), Result()
+        overheads(turns, times, res, floor=floor)
+        overheads([ts[0] for ts in per_stream if ts], times, first, floor=floor)
+        overheads([t for ts in per_stream for t in ts[1:]], times, following, floor=floor)
     finally:
         gc.unfreeze()
         with contextlib.suppress(Exception):
@@ -171,11 +184,52 @@ async def level(framework: str, which: str, emu: Any, n: int, pace: float, args:
         "lag_p95_ms": pct(lag.lags, 95),
         "lag_max_ms": max(lag.lags, default=float("nan")),
         "gc": {g: [len(v), round(sum(v), 1), round(max(v, default=0.0), 1)] for g, v in lag.gc_ms.items()},
+        # the first audio of a stream's first turn (after a pause) and of a turn that follows another
+        "first_p95_ms": pct(first.overhead_ms, 95),
+        "next_p50_ms": pct(following.overhead_ms, 50),
+        "next_p95_ms": pct(following.overhead_ms, 95),
+        **stop_figures(per_stream),
         "gap_p95_ms": pct([t.late_s * 1000 for t in turns if t.t_first is not None], 95),
         "gap_max_ms": max([t.late_s * 1000 for t in turns if t.t_first is not None], default=float("nan")),
         "frames_per_turn": statistics.mean([t.frames for t in turns]) if turns else float("nan"),
         "wall_s": time.perf_counter() - t0,
     }
+
+
+async def settle_stops(last: list[Any], bound_s: float = 2.0) -> None:
+    """Give the streams' last turns up to ``bound_s`` for their end (stop frame) to come out (a bounded poll:
+    only the figures of :func:`stop_figures` need it)."""
+    deadline = time.perf_counter() + bound_s
+    # (a poll: the probe records a time, it has no event to await)
+    while any(t.t_stop is None and t.t_first is not None for t in last):
+        if time.perf_counter() > deadline:
+            return
+        await asyncio.sleep(0.02)
+
+
+def stop_figures(per_stream: list[list[Any]]) -> dict[str, float]:
+    """A turn's end (Pipecat: its ``TTSStoppedFrame``; LiveKit: the stream's end) within the turn's window,
+    per turn that another follows on the same stream (the window ends when the next turn's text goes in: an
+    end later than that held the next turn's audio back, since Pipecat plays audio contexts in order); and
+    how long after the turn's last audio frame its end came (p95, max, ms)."""
+    pairs = [(a, b) for ts in per_stream for a, b in itertools.pairwise(ts)]
+    within = sum(1 for a, b in pairs if a.t_stop is not None and a.t_stop <= b.t_text)
+    lags = [(t.t_stop - t.t_last) * 1000 for ts in per_stream for t in ts if t.t_stop and t.t_last]
+    return {
+        "stops_in_window": within / len(pairs) if pairs else float("nan"),
+        "stop_lag_p95_ms": pct(lags, 95),
+        "stop_lag_max_ms": max(lags, default=float("nan")),
+    }
+
+
+def ladder(args: argparse.Namespace) -> Iterator[int]:
+    """``--ladder``, then on by ``--step`` until ``--max-streams``: the search goes on to the first failure."""
+    levels = [int(x) for x in args.ladder.split(",")]
+    yield from levels
+    n = levels[-1]
+    while args.step > 0 and n + args.step <= args.max_streams:
+        n += args.step
+        yield n
 
 
 async def child(args: argparse.Namespace) -> None:
@@ -189,7 +243,7 @@ async def child(args: argparse.Namespace) -> None:
         OURS_KWARGS["word_timestamps"] = False
     framework, which, pace = args.child[0], args.child[1], float(args.child[2])
     async with emulator_process(args.first_chunk_latency, pace, 0.0, 0.0) as emu:
-        for n in [int(x) for x in args.ladder.split(",")]:
+        for n in ladder(args):
             if n > args.max_streams:
                 break
             out = await level(framework, which, emu, n, pace, args)
@@ -204,7 +258,7 @@ async def child(args: argparse.Namespace) -> None:
 
 def run_search(framework: str, which: str, pace: float, args: argparse.Namespace) -> list[dict]:
     cmd = [sys.executable, str(HERE), "--child", framework, which, f"{pace:g}"]
-    for flag in ("ladder", "rounds", "first_chunk_latency", "max_p95_ms", "turn_slack", "log_level"):
+    for flag in ("ladder", "step", "rounds", "first_chunk_latency", "max_p95_ms", "turn_slack", "log_level"):
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     cmd += ["--max-streams", str(args.max_streams)]
     if args.ours_no_words:
@@ -239,7 +293,10 @@ def progress(lv: dict) -> str:
         f"(legs p95 out {lv['out_p95_ms']:.1f} / in {lv['in_p95_ms']:.1f})  CPU {lv['cpu_per_audio_s']:.4f} s/s "
         f"= {lv['cpu_share'] * 100:.0f} % of a core (server {lv['server_cpu_share'] * 100:.0f} %)  "
         f"lag p95 {lv['lag_p95_ms']:.1f} max {lv.get('lag_max_ms', float('nan')):.0f}  "
-        f"gc2 {_gc2(lv)}  gap p95 {lv['gap_p95_ms']:.1f}  {lv['frames_per_turn']:.0f} frames/turn  "
+        f"gc2 {_gc2(lv)}  gap p95 {lv['gap_p95_ms']:.1f} max {lv.get('gap_max_ms', float('nan')):.1f}  "
+        f"{lv['frames_per_turn']:.0f} frames/turn  back to back: p95 first {lv.get('first_p95_ms', nan):.1f} / "
+        f"following {lv.get('next_p95_ms', nan):.1f} ms, ends in window {lv.get('stops_in_window', nan):.2f}, "
+        f"end lag p95 {lv.get('stop_lag_p95_ms', nan):.1f} max {lv.get('stop_lag_max_ms', nan):.0f} ms  "
         f"[{lv['wall_s']:.0f} s]{'  ' + lv['why'] if lv['why'] else ''}"
     )
 
@@ -304,13 +361,81 @@ def report(results: dict[str, list[dict]], args: argparse.Namespace) -> None:
                     rows.append(
                         f"    {lv['streams']:>4} streams: CPU ours/peer {lv['cpu_per_audio_s']:.4f}/"
                         f"{q['cpu_per_audio_s']:.4f} = {lv['cpu_per_audio_s'] / q['cpu_per_audio_s']:.2f}; "
-                        f"p95 {lv['p95_ms']:.1f}/{q['p95_ms']:.1f} ms; p50 {lv['p50_ms']:.1f}/{q['p50_ms']:.1f}"
+                        f"p95 {lv['p95_ms']:.1f}/{q['p95_ms']:.1f} ms; p50 {lv['p50_ms']:.1f}/{q['p50_ms']:.1f}; "
+                        f"following turns p95 {lv.get('next_p95_ms', nan):.1f}/{q.get('next_p95_ms', nan):.1f}; "
+                        f"ends in window {lv.get('stops_in_window', nan):.2f}/{q.get('stops_in_window', nan):.2f}; "
+                        f"gap p95 {lv['gap_p95_ms']:.1f}/{q['gap_p95_ms']:.1f} max "
+                        f"{lv.get('gap_max_ms', nan):.1f}/{q.get('gap_max_ms', nan):.1f} ms"
                     )
                 print("\n".join(rows))
+    print()
+    print(markdown(results, args))
     print("\nper level (ms; CPU s per audio s):")
     for _key, levels in results.items():
         for lv in levels:
             print(progress(lv))
+
+
+def _ratio(a: float, b: float, digits: int = 2) -> str:
+    return f"{a / b:.{digits}f}" if a == a and b == b and b > 0 else "n/a"
+
+
+def _fail(levels: list[dict]) -> str:
+    bad = first_fail(levels)
+    if bad is None:
+        return f"none up to {levels[-1]['streams']}" if levels else "-"
+    return f"{bad['streams']} ({bad['why']})"
+
+
+def markdown(results: dict[str, list[dict]], args: argparse.Namespace) -> str:
+    """The run's figures as docs/benchmarks.md tables: one table per figure, ours, the peer and the ratio."""
+
+    def get(fw: str, which: str, pace: float) -> list[dict]:
+        return results.get(f"{fw}/{which}/{pace:g}", [])
+
+    fws = [f for f in args.frameworks.split(",") if f]
+    paces = [float(p) for p in args.paces.split(",")]
+    out = [
+        "| capacity | peer: highest passed | peer: first failed | ours: highest passed | ours: first failed "
+        "| ours/peer |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for fw in fws:
+        for pace in paces:
+            o, p = get(fw, "ours", pace), get(fw, "peer", pace)
+            out.append(
+                f"| {fw} {pace:g}x | {capacity(p)} | {_fail(p)} | {capacity(o)} | {_fail(o)} "
+                f"| **{_ratio(capacity(o), capacity(p))}** |"
+            )
+    figures = [
+        ("TTFA overhead p95, turns that follow another (ms)", "next_p95_ms", ".1f"),
+        ("TTFA overhead p95, a stream's first turn (ms)", "first_p95_ms", ".1f"),
+        (
+            "turn ends (TTSStoppedFrame / stream end) within the turn's window, per turn",
+            "stops_in_window",
+            ".2f",
+        ),
+        ("CPU s per audio s", "cpu_per_audio_s", ".4f"),
+        ("inter-frame gap p95 (ms)", "gap_p95_ms", ".1f"),
+        ("inter-frame gap max (ms)", "gap_max_ms", ".1f"),
+    ]
+    for title, key, spec in figures:
+        out += ["", f"| {title} | streams | peer | ours | ours/peer |", "| --- | --- | --- | --- | --- |"]
+        for fw in fws:
+            for pace in paces:
+                o, p = get(fw, "ours", pace), get(fw, "peer", pace)
+                for lv in o:
+                    q = at(p, lv["streams"])
+                    if q is None:
+                        continue
+                    a, b = lv.get(key, nan), q.get(key, nan)
+                    mark = "" if lv["pass"] and q["pass"] else " (a failed level)"
+                    if key == "gap_max_ms" and lv["pass"] and a > GAP_BOUND_MS:
+                        mark += f" (ours' gap > {GAP_BOUND_MS:g} ms at a passed level)"
+                    out.append(
+                        f"| {fw} {pace:g}x | {lv['streams']}{mark} | {b:{spec}} | {a:{spec}} | {_ratio(a, b)} |"
+                    )
+    return "\n".join(out)
 
 
 def plot(results: dict[str, list[dict]], path: str, title: str) -> None:
@@ -331,7 +456,12 @@ def plot(results: dict[str, list[dict]], path: str, title: str) -> None:
         ("pipecat", "raw"): ("grey", ":", "x"),
         ("livekit", "raw"): ("grey", ":", "x"),
     }
-    names = {"peer": "peer (Cartesia plugin)", "ours": "ours", "floor": "framework alone", "raw": "bare aiohttp"}
+    names = {
+        "peer": "peer (Cartesia plugin)",
+        "ours": "ours",
+        "floor": "framework alone",
+        "raw": "bare aiohttp",
+    }
     for ax, pace in zip(axes[0], paces, strict=False):
         for key, levels in results.items():
             fw, which, _p = key.split("/")
@@ -362,7 +492,11 @@ def main(args: argparse.Namespace) -> None:
     if args.plot_only:
         data = json.loads(Path(args.plot_only).read_text())
         results = data["results"]
-        args.rounds, args.max_p95_ms, args.first_chunk_latency = data["rounds"], data["max_p95_ms"], data["fcl"]
+        args.rounds, args.max_p95_ms, args.first_chunk_latency = (
+            data["rounds"],
+            data["max_p95_ms"],
+            data["fcl"],
+        )
         report(results, args)
         if args.png:
             plot(results, args.png, data.get("title", ""))
@@ -402,12 +536,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--paces", default="1,2", help="server pace, multiples of real time")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of peer, ours, floor, raw")
     ap.add_argument("--ladder", default=",".join(map(str, LADDER)), help="stream counts, ascending")
-    ap.add_argument("--max-streams", type=int, default=300, help="stop the ladder above this")
+    ap.add_argument("--step", type=int, default=50, help="after --ladder, go on by this until a level fails")
+    ap.add_argument("--max-streams", type=int, default=1000, help="stop the ladder above this")
     ap.add_argument("--rounds", type=int, default=3, help="turns per stream per level")
     ap.add_argument("--first-chunk-latency", type=float, default=0.05)
     ap.add_argument("--max-p95-ms", type=float, default=50.0)
     ap.add_argument("--turn-slack", type=float, default=10.0, help="turn bound = turn length + this (s)")
-    ap.add_argument("--search-budget-s", type=float, default=300.0, help="one system's search, at most")
+    ap.add_argument("--search-budget-s", type=float, default=900.0, help="one system's search, at most")
     ap.add_argument("--quick", action="store_true", help=f"ladder {QUICK_LADDER}, 2 rounds")
     ap.add_argument("--ours-no-words", action="store_true", help="ours with word_timestamps=False")
     ap.add_argument("--json", default="", help="write every level's figures here")

@@ -15,9 +15,20 @@ from typing import Any
 
 from bench_peers import MODEL, EmulatorProcess
 
-from ttsbridge.emulator import TONE_VOICE_ID
+from ttsbridge.emulator import TONE_VOICE_ID, tone_duration
 
 TURN_BOUND = 30.0  # one turn of one stream, end to end
+
+#: Pipecat: a turn is over for the application once all of its audio has come out of the service (the tone
+#: voice makes ``tone_duration(text)`` of it), and the next turn's text goes in at once: turns back to back,
+#: as a bot that pushes two ``TTSSpeakFrame``s in a row or answers right after a greeting. The turn's
+#: ``TTSStoppedFrame`` is recorded whenever it comes (``Turn.t_stop``): a stop frame that comes after the next
+#: turn's text went in means the next turn's audio waited for it (Pipecat plays audio contexts in order).
+#: False: wait for the ``TTSStoppedFrame`` before the next turn (the benches' method until issue 29, which hid
+#: a late stop frame between turns, where no TTFA is measured).
+END_ON_AUDIO = True
+#: audio short of the expected length still taken as all of it (s): rounding of the last frame
+AUDIO_SLACK_S = 0.001
 
 #: Extra keyword arguments for "ours" (both levels), e.g. ``{"word_timestamps": False}`` (bench_overhead's
 #: ``--ours-no-words``). The peers take none.
@@ -48,6 +59,13 @@ class Turn:
     frames: int = 0
     #: a real-time player that starts at the first frame: the longest it waited for a frame (s; 0 = no gap)
     late_s: float = 0.0
+    #: when the last audio frame came out
+    t_last: float | None = None
+    #: when the turn's end came out (Pipecat: its ``TTSStoppedFrame``; LiveKit: the stream's iterator ended);
+    #: None: not seen (yet)
+    t_stop: float | None = None
+    #: the audio context the turn's audio came in (Pipecat)
+    context_id: str | None = None
 
     def on_frame(self, t: float, seconds: float) -> None:
         """One audio frame of ``seconds`` reached the application at ``t``."""
@@ -57,6 +75,7 @@ class Turn:
             late = t - self.t_first - self.audio_s  # when the player would have run out of audio
             if late > self.late_s:
                 self.late_s = late
+        self.t_last = t
         self.audio_s += seconds
         self.frames += 1
 
@@ -141,14 +160,16 @@ class PipecatStreams(Streams):
     async def turn(self, i: int, tag: int) -> Turn:
         s = self._streams[i]
         stamp, probe = s["stamp"], s["probe"]
+        text = text_of(tag)
+        t = Turn(tag, 0.0)
+        expect = max(0.0, tone_duration(text) - AUDIO_SLACK_S) if END_ON_AUDIO else 0.0
         stamp.reset()
-        probe.reset()
-        await s["worker"].queue_frames(self._llm_turn(text_of(tag)))
+        probe.begin(t, expect, self.bytes_per_sample)
+        await s["worker"].queue_frames(self._llm_turn(text))
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(probe.done.wait(), TURN_BOUND)
-        audio_s = probe.bytes / self.bytes_per_sample / self.sc.rate
-        play = probe.play
-        return Turn(tag, stamp.t or now(), probe.first, audio_s, play.frames, play.late_s)
+        t.t_text = stamp.t or now()
+        return t
 
     async def stop(self) -> None:
         from pipecat.frames.frames import EndFrame
@@ -190,27 +211,44 @@ def _pipecat_processors() -> dict[str, Any]:
             await self.push_frame(frame, direction)
 
     class Probe(FrameProcessor):
-        """After the TTS: the first audio frame's time, the audio bytes, ``done`` at TTSStoppedFrame."""
+        """After the TTS: the current turn's audio frames (``Turn.on_frame``); ``done`` once all of its audio
+        came out (``begin``'s ``expect_s``; 0: at its ``TTSStoppedFrame``) or its ``TTSStoppedFrame`` came.
+        A turn's ``TTSStoppedFrame`` is recorded in ``Turn.t_stop`` by its context id, also after the next
+        turn has begun (a late stop frame)."""
 
         def __init__(self) -> None:
             super().__init__(enable_direct_mode=True)
-            self.reset()
+            self.turn: Turn | None = None
+            self.by_context: dict[str, Turn] = {}
+            self.expect_s = 0.0
+            self.bps = 2
+            self.done = asyncio.Event()
 
-        def reset(self) -> None:
-            self.first: float | None = None
-            self.bytes = 0
-            self.play = Turn(0, 0.0)  # frames and gaps (its audio_s counts PCM16 samples)
+        def begin(self, turn: Turn, expect_s: float, bytes_per_sample: int) -> None:
+            self.turn, self.expect_s, self.bps = turn, expect_s, bytes_per_sample
             self.done = asyncio.Event()
 
         async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
             await super().process_frame(frame, direction)
-            if isinstance(frame, TTSAudioRawFrame):
-                if self.first is None:
-                    self.first = now()
-                self.bytes += len(frame.audio)
-                self.play.on_frame(now(), len(frame.audio) / 2 / frame.sample_rate)
+            turn = self.turn
+            if isinstance(frame, TTSAudioRawFrame) and turn is not None:
+                cid = frame.context_id
+                if turn.context_id is None and cid is not None and cid not in self.by_context:
+                    turn.context_id = cid
+                    self.by_context[cid] = turn
+                if cid is None or cid == turn.context_id:
+                    turn.on_frame(now(), len(frame.audio) / self.bps / frame.sample_rate)
+                    if self.expect_s and turn.audio_s >= self.expect_s:
+                        self.done.set()
             elif isinstance(frame, TTSStoppedFrame):
-                self.done.set()
+                cid = frame.context_id
+                of = self.by_context.pop(cid, None) if cid is not None else None
+                if of is None and turn is not None and turn.context_id in (None, cid):
+                    of = turn  # (also a turn with no audio: its stop frame ends it)
+                if of is not None and of.t_stop is None:
+                    of.t_stop = now()
+                if of is turn:
+                    self.done.set()
             await self.push_frame(frame, direction)
 
     def llm_turn(text: str) -> list[Frame]:
@@ -278,6 +316,7 @@ class LiveKitStreams(Streams):
                         t.on_frame(now(), f.data.nbytes / self.bytes_per_sample / f.sample_rate)
 
                 await asyncio.wait_for(read(), TURN_BOUND)
+                t.t_stop = now()
         return t
 
     async def stop(self) -> None:

@@ -4,6 +4,10 @@
 chunk after the first is already queued when the service reads it: the adapter's coalescing path runs
 deterministically. The Nineninesix turn offers ``take_ready`` itself (the engine's ``TurnStream``): there a
 slow consumer (the first frame's append held until the whole turn was received) makes the rest queue up.
+
+A frame joined from queued chunks is at most ``coalesce_audio_s`` (100 ms) while the turn's audio came in step;
+once a join found chunks queued (a burst: the turn is ahead of its reader), what queues goes out in frames of
+up to ``hold_frame_s`` (500 ms), as after a hold; with ``hold_when_ahead = False`` every frame stays at 100 ms.
 """
 
 from __future__ import annotations
@@ -92,9 +96,21 @@ class _Buffered(Turn):
             yield self._ready.popleft()
 
 
-async def test_queued_chunks_go_out_as_frames_of_at_most_100_ms_with_every_word(
-    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+def _check_sizes(sizes: list[int], *, holds: bool) -> None:
+    """The first frame a join at most (100 ms); then, with holds on, frames of up to ``hold_frame_s``."""
+    join = NineninesixTTSService.coalesce_audio_s * 24000 * 2
+    assert sizes[0] <= join
+    if holds:
+        assert join < max(sizes) <= NineninesixTTSService.hold_frame_s * 24000 * 2
+    else:
+        assert max(sizes) <= join
+
+
+@pytest.mark.parametrize("holds", [True, False])
+async def test_queued_chunks_go_out_as_larger_frames_bounded_with_every_word(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch, holds: bool
 ) -> None:
+    monkeypatch.setattr(NineninesixTTSService, "hold_when_ahead", holds)
     tts = make_tts(emu)
     opened: list[_Buffered] = []
     real_open = tts.provider.open_turn
@@ -110,7 +126,7 @@ async def test_queued_chunks_go_out_as_frames_of_at_most_100_ms_with_every_word(
     assert not errors_of(up)
     assert len(opened) == 1 and opened[0].chunks > 3
     sizes = [len(f.audio) for f in audio_frames(down)]
-    assert max(sizes) <= 0.1 * 24000 * 2  # bounded: 100 ms
+    _check_sizes(sizes, holds=holds)
     assert len(sizes) < opened[0].chunks  # queued chunks were joined
     assert len(audio_of(down)) / 2 / 24000 == pytest.approx(tone_len(S1), abs=0.02)  # nothing lost
     assert " ".join(words_of(down)) == S1  # every word, once, in order
@@ -160,9 +176,11 @@ class _SlowConsumer:
         await self._append(context_id, frame)
 
 
+@pytest.mark.parametrize("holds", [True, False])
 async def test_the_nineninesix_turn_coalesces_queued_chunks_with_every_word(
-    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch, holds: bool
 ) -> None:
+    monkeypatch.setattr(NineninesixTTSService, "hold_when_ahead", holds)
     tts = make_tts(emu)
     slow = _SlowConsumer(tts, monkeypatch)
     frames = [LLMFullResponseStartFrame(), LLMTextFrame(S1), LLMFullResponseEndFrame()]
@@ -171,8 +189,7 @@ async def test_the_nineninesix_turn_coalesces_queued_chunks_with_every_word(
     assert not errors_of(up)
     assert len(slow.turns) == 1
     assert sum(1 for n, _ in slow.taken if n) >= 2  # coalescing ran on the real turn
-    sizes = [len(f.audio) for f in audio_frames(down)]
-    assert max(sizes) <= 0.1 * 24000 * 2  # bounded: 100 ms
+    _check_sizes([len(f.audio) for f in audio_frames(down)], holds=holds)
     assert len(audio_of(down)) / 2 / 24000 == pytest.approx(tone_len(S1), abs=0.02)  # nothing lost
     assert " ".join(words_of(down)) == S1  # every word, once, in order
 

@@ -1,6 +1,7 @@
 """The Pipecat reader reads less often while a turn is safely ahead of playback (a server faster than real
-time): what queued during a hold goes out as frames of at most ``hold_frame_s``; nothing is lost or
-reordered, every word comes once; with ``hold_when_ahead = False`` no frame is larger than a join's bound."""
+time): what queued during a hold goes out as frames of at most ``hold_frame_s``, and so does what was queued
+behind a chunk when the audio came in a burst (an unpaced server); nothing is lost or reordered, every word comes
+once; with ``hold_when_ahead = False`` no frame is larger than a join's bound."""
 
 from __future__ import annotations
 
@@ -44,6 +45,20 @@ async def test_a_fast_server_s_audio_goes_out_in_fewer_larger_frames_and_whole(e
     assert not errors_of(up)
     sizes = [len(f.audio) for f in audio_frames(down)]
     assert max(sizes) > NineninesixTTSService.coalesce_audio_s * RATE * 2  # held: larger than a join
+    assert max(sizes) <= NineninesixTTSService.hold_frame_s * RATE * 2
+    _check_whole(down, sum(tone_len(s) for s in (S1, S2, S3)))
+
+
+async def test_a_burst_s_queued_audio_goes_out_in_frames_of_up_to_hold_frame_s_and_whole(
+    emu: Emulator,
+) -> None:
+    emu.config.realtime_factor = 0.0  # unpaced: the turn's audio arrives as fast as the server makes it
+    tts = make_tts(emu)
+    down, up = await run(tts, list(FRAMES), rate=RATE)
+    assert not errors_of(up)
+    sizes = [len(f.audio) for f in audio_frames(down)]
+    assert sizes[0] <= NineninesixTTSService.coalesce_audio_s * RATE * 2  # the first frame: a join at most
+    assert max(sizes) > NineninesixTTSService.coalesce_audio_s * RATE * 2  # then larger frames
     assert max(sizes) <= NineninesixTTSService.hold_frame_s * RATE * 2
     _check_whole(down, sum(tone_len(s) for s in (S1, S2, S3)))
 

@@ -11,14 +11,42 @@ fleet (docs/cache.md).
 
 from __future__ import annotations
 
-from ttsbridge.cache.backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend
-from ttsbridge.cache.entry import PhraseEntry
-from ttsbridge.cache.keys import account_scope, normalise_text, phrase_key
-from ttsbridge.cache.phrase import CacheStats, PhraseCache
-from ttsbridge.cache.provider import CachedProvider
-from ttsbridge.cache.synthesis import PhraseSynthesis
-from ttsbridge.cache.turn import CachedTurn, RecordingTurn
-from ttsbridge.cache.warm import WarmReport
+from typing import TYPE_CHECKING
+
+from ttsbridge._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from ttsbridge.cache.backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend
+    from ttsbridge.cache.entry import PhraseEntry
+    from ttsbridge.cache.keys import account_scope, normalise_text, phrase_key
+    from ttsbridge.cache.phrase import CacheStats, PhraseCache
+    from ttsbridge.cache.provider import CachedProvider
+    from ttsbridge.cache.synthesis import PhraseSynthesis
+    from ttsbridge.cache.turn import CachedTurn, RecordingTurn
+    from ttsbridge.cache.warm import WarmReport
+
+# imported on first use: a service that is given no phrase cache never imports it (nor SQLite)
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "CacheBackend": "ttsbridge.cache.backends",
+        "MemoryBackend": "ttsbridge.cache.backends",
+        "RedisBackend": "ttsbridge.cache.backends",
+        "SQLiteBackend": "ttsbridge.cache.backends",
+        "PhraseEntry": "ttsbridge.cache.entry",
+        "account_scope": "ttsbridge.cache.keys",
+        "normalise_text": "ttsbridge.cache.keys",
+        "phrase_key": "ttsbridge.cache.keys",
+        "CacheStats": "ttsbridge.cache.phrase",
+        "PhraseCache": "ttsbridge.cache.phrase",
+        "CachedProvider": "ttsbridge.cache.provider",
+        "PhraseSynthesis": "ttsbridge.cache.synthesis",
+        "CachedTurn": "ttsbridge.cache.turn",
+        "RecordingTurn": "ttsbridge.cache.turn",
+        "WarmReport": "ttsbridge.cache.warm",
+    },
+    globals(),
+)
 
 __all__ = [
     "CacheBackend",

@@ -74,9 +74,11 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
     #: less often: wait a little and push what arrived meanwhile as frames of at most
     #: :attr:`hold_frame_s` (:class:`~ttsbridge.policy.chunks.Playout`; the first frame is never held).
     hold_when_ahead: ClassVar[bool] = True
-    #: Bound on one frame of what queued during a hold. Everything in it had arrived before it is pushed, so
-    #: its size delays nothing; larger frames cost the pipeline fewer per-frame steps (Pipecat's output
-    #: transport re-chunks audio into its own 10 ms multiples, and drops what it queued on an interruption).
+    #: Bound on one frame of what queued during a hold, and of what was queued behind a chunk once a turn's
+    #: audio came in a burst (after its first frame; with ``hold_when_ahead``). Everything in it had arrived
+    #: before it is pushed, so its size delays nothing; larger frames cost the pipeline fewer per-frame steps
+    #: (Pipecat's output transport re-chunks audio into its own 10 ms multiples, and drops what it queued on an
+    #: interruption).
     hold_frame_s: ClassVar[float] = 0.5
     #: A word whose time the provider's report of its segment's end will correct (WordClock ``hold``) is
     #: released at the latest this long before its estimated start is played (Pipecat commits a word whose
@@ -97,50 +99,9 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         :meth:`_refresh_contexts`' job (one task per service, not one per chunk). Chunks that are already
         queued behind the one just read go out with it as one frame (see :attr:`coalesce_audio_s`).
         """
-        context_id = state.context_id
-        rate = self.sample_rate
-        clock = state.clock
-        bytes_per_s = 2.0 * rate
-        join = joiner(state.turn, rate=rate, coalesce_s=self.coalesce_audio_s)  # chunks queued behind
-        out = functools.partial(self._push_audio, state, rate)
-        take_ready = state.turn.take_ready
-        # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
-        playout = Playout() if self.hold_when_ahead else None
-        loop_time = asyncio.get_running_loop().time
-        limit = pcm16_bytes(self.coalesce_audio_s, rate)
-        hold_limit = max(limit, pcm16_bytes(self.hold_frame_s, rate))
-
-        def take_held(max_bytes: int) -> bytes:
-            return b"" if state.cancelled else take_ready(max_bytes)
-
-        hold = state.hold  # ends at once when the turn's end is known (no more chunks to wait for), or a barge-in
-        state.turn.add_done_callback(lambda _turn: hold.release())
-
+        context_id, clock = state.context_id, state.clock
         try:
-            async for pcm in state.turn:
-                if state.cancelled:
-                    return
-                if not pcm:
-                    continue
-                n = len(pcm)
-                pcm = join(pcm)
-                await out(pcm)
-                if playout is None:
-                    continue
-                if n != len(pcm):  # chunks were queued: a burst, or a busy loop; joining saves the frames
-                    playout = None  # (no holds in this turn: their wake-ups would land amid the burst)
-                    continue
-                playout.push(len(pcm) / bytes_per_s, loop_time())
-                # hold only after a chunk that came alone, and one small enough for a frame to gather more
-                # (the cheap check first: at real time no hold is ever due, and no coroutine is made per chunk)
-                if (
-                    2 * n <= limit
-                    and playout.hold(loop_time())
-                    and not await hold_while_ahead(
-                        playout, loop_time, hold, take_held, out, hold_limit, bytes_per_s
-                    )
-                ):
-                    playout = None  # no more holds in this turn (never pace audio already received)
+            await self._pump_audio(state)
             if state.cancelled:
                 return
             # done: the rest of the words, timed by the real duration; then the stop frame.
@@ -156,6 +117,52 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             if self._turns.get(context_id) is state:
                 del self._turns[context_id]
             await self._report_usage(context_id)
+
+    async def _pump_audio(self, state: _TurnState) -> None:
+        """The turn's audio into its context, until its iterator ends (or a barge-in): chunks queued behind
+        the one read are joined to it; once safely ahead of playback, holds between reads."""
+        rate = self.sample_rate
+        bytes_per_s = 2.0 * rate
+        join = joiner(state.turn, rate=rate, coalesce_s=self.coalesce_audio_s)  # chunks queued behind
+        out = functools.partial(self._push_audio, state, rate)
+        take_ready = state.turn.take_ready
+        # safely ahead of playback: read less often, push what queued meanwhile (policy/chunks.py:Playout)
+        playout = Playout() if self.hold_when_ahead else None
+        loop_time = asyncio.get_running_loop().time
+        limit = pcm16_bytes(self.coalesce_audio_s, rate)
+        hold_limit = max(limit, pcm16_bytes(self.hold_frame_s, rate))
+        # a burst (chunks queued behind the one read: the turn's audio is ahead of the reader): what is queued
+        # goes out in frames of up to hold_frame_s, as after a hold (fewer frames, fewer pipeline steps)
+        join_queued = joiner(state.turn, rate=rate, coalesce_s=max(self.coalesce_audio_s, self.hold_frame_s))
+
+        def take_held(max_bytes: int) -> bytes:
+            return b"" if state.cancelled else take_ready(max_bytes)
+
+        hold = state.hold  # ends at once when the turn's end is known (no more chunks to wait for), or barge-in
+        state.turn.add_done_callback(lambda _turn: hold.release())
+        async for pcm in state.turn:
+            if state.cancelled:
+                return
+            if not pcm:
+                continue
+            n = len(pcm)
+            pcm = join(pcm)
+            await out(pcm)
+            if playout is None:
+                continue
+            if n != len(pcm):  # chunks were queued: a burst, or a busy loop; joining saves the frames
+                playout = None  # (no holds in this turn: their wake-ups would land amid the burst)
+                join = join_queued  # (what queues from now on goes out in frames of up to hold_frame_s)
+                continue
+            playout.push(len(pcm) / bytes_per_s, loop_time())
+            # hold only after a chunk that came alone, and one small enough for a frame to gather more
+            # (the cheap check first: at real time no hold is ever due, and no coroutine is made per chunk)
+            if (
+                2 * n <= limit
+                and playout.hold(loop_time())
+                and not await hold_while_ahead(playout, loop_time, hold, take_held, out, hold_limit, bytes_per_s)
+            ):
+                playout = None  # no more holds in this turn (never pace audio already received)
 
     async def _push_audio(self, state: _TurnState, rate: int, pcm: bytes) -> None:
         """One frame of the turn's audio into its audio context, then the words it makes due."""

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pipecat.services.settings import TTSSettings
 from pipecat.utils.types import NOT_GIVEN, NotGiven
 
-from ttsbridge.cache import PhraseCache
 from ttsbridge.errors import TTSInvalidOptionError
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.catalog import resolve_api_key
 from ttsbridge.kitta.models import DEFAULT_MODEL, OPTIONAL_REQUEST_FIELDS
 from ttsbridge.pipecat._ws import TurnTTSService
+
+if TYPE_CHECKING:
+    from ttsbridge.cache import PhraseCache  # (imported on use: docs/cache.md)
 
 __all__ = ["KittaTTSService", "KittaTTSSettings", "make_service"]
 

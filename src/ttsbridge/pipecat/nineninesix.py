@@ -16,17 +16,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from pipecat.services.settings import TTSSettings
 
-from ttsbridge.cache import PhraseCache
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
 from ttsbridge.nineninesix.catalog import API_KEY_ENV
 from ttsbridge.nineninesix.models import DEFAULT_BASE_URL, DEFAULT_MODEL
 from ttsbridge.pipecat._http import TurnHttpTTSService
 from ttsbridge.pipecat._ws import TurnTTSService
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from ttsbridge.cache import PhraseCache  # (imported on use: docs/cache.md)
 
 __all__ = ["NineninesixHttpTTSService", "NineninesixTTSService", "NineninesixTTSSettings", "make_service"]
 

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from livekit.agents import tokenize, tts
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
-from ttsbridge.cache import PhraseCache
 from ttsbridge.kitta import KittaOptions, KittaTurnProvider
 from ttsbridge.kitta.catalog import resolve_api_key
 from ttsbridge.kitta.models import OPTIONAL_REQUEST_FIELDS
@@ -19,6 +18,9 @@ from .models import DEFAULT_BASE_URL, DEFAULT_MODEL, DEFAULT_SAMPLE_RATE, DISPLA
 
 if TYPE_CHECKING:
     from ttsbridge.text.normalizer import TextNormalizer
+
+if TYPE_CHECKING:
+    from ttsbridge.cache import PhraseCache  # (imported on use: docs/cache.md)
 
 ChunkedStream = TurnChunkedStream
 SynthesizeStream = TurnSynthesizeStream

@@ -8,7 +8,6 @@ import aiohttp
 from livekit.agents import tokenize, tts, utils
 from livekit.agents.types import NOT_GIVEN, NotGivenOr
 
-from ttsbridge.cache import PhraseCache
 from ttsbridge.livekit import PluginTTS, TurnChunkedStream, TurnSynthesizeStream
 from ttsbridge.livekit._plugin import given
 from ttsbridge.nineninesix import NineninesixOptions, NineninesixTurnProvider
@@ -26,6 +25,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
+    from ttsbridge.cache import PhraseCache  # (imported on use: docs/cache.md)
     from ttsbridge.text.normalizer import TextNormalizer
 
 ChunkedStream = TurnChunkedStream
