@@ -140,21 +140,27 @@ async def timed_turn(prov: object, n: int) -> dict[str, float | str | None]:
 async def quiet_episode(provider: str, fault: str) -> tuple[str, float, bool]:
     """One fault with the defaults: ``(how the faulty turn ended, detection seconds, next turn spoke)``."""
     async with LoopbackServer(provider) as srv, FaultProxy(srv.port) as proxy:
-        prov = make_provider(provider, proxy.base_url, standby=fault == "dead_idle", **KNOBS["defaults"][provider])
+        prov = make_provider(
+            provider, proxy.base_url, standby=fault == "dead_idle", **KNOBS["defaults"][provider]
+        )
         try:
             if fault == "dead_idle":
                 await timed_turn(prov, 1)
                 await asyncio.sleep(IDLE)  # the pooled connection (or the standby) idles, then dies silently
                 proxy.blackhole_all()
             else:
-                proxy.arm(Fault("blackhole", (BEFORE_AUDIO if fault == "before_audio" else MID_TURN)[provider]))
+                proxy.arm(
+                    Fault("blackhole", (BEFORE_AUDIO if fault == "before_audio" else MID_TURN)[provider])
+                )
             t = await timed_turn(prov, 2)
             nxt = await timed_turn(prov, 3)
         finally:
             await prov.aclose()
     spoke = nxt["error"] is None and float(nxt["bytes"] or 0) >= 4 * 441 * 2
     if not spoke:
-        print(f"    the next turn after {provider}/{fault} failed: {nxt.get('kind')} ({nxt['bytes']:.0f} bytes)")
+        print(
+            f"    the next turn after {provider}/{fault} failed: {nxt.get('kind')} ({nxt['bytes']:.0f} bytes)"
+        )
     sent = float(t["sent"])  # type: ignore[arg-type]
     if t["error"] is None:  # it spoke (replayed): the silence cost the time to its first audio
         return "audio", float(t["first"]) - sent, spoke  # type: ignore[arg-type]

@@ -137,10 +137,15 @@ def main() -> None:
             pushes = exact(ms, args.ahead, leading=leading)
             errs = [error(heard(pushes, c), ms, c) for c in cuts]
             bad = sum(1 for e, o in zip(errs, own, strict=True) if abs(e) > 1 or abs(e) > abs(o))
-            print(f"{voice}: {name:16} errors {sorted(collections.Counter(errs).items())}  bad {bad}/{len(cuts)}")
+            print(
+                f"{voice}: {name:16} errors {sorted(collections.Counter(errs).items())}  bad {bad}/{len(cuts)}"
+            )
     # the xfail case (a Kitta cut 0.25 s into the second sentence) stops at 1.57 s on 1.8.9, 1.69 s on 1.8.0
     for cut in (1.57, 1.69):
-        row = {ahead: error(heard(exact(60.0, ahead, leading=False), cut), 60.0, cut) for ahead in (0.3, 0.6, 1.0)}
+        row = {
+            ahead: error(heard(exact(60.0, ahead, leading=False), cut), 60.0, cut)
+            for ahead in (0.3, 0.6, 1.0)
+        }
         own = error(heard([(0.0, REPLY, None, None)], cut), 60.0, cut)
         print(f"fast, cut at {cut} s: exact, trailing errors by arrival ahead {row}; LiveKit's own {own}")
 

@@ -163,7 +163,9 @@ async def run(args: argparse.Namespace) -> None:
         total = sum(v[2] for v in busy.values()) or 1.0
         print(f"top {args.top} by self time (cProfile on; calls per chunk, self µs per chunk):")
         for func, (_cc, nc, tt, _ct, _c) in sorted(busy.items(), key=lambda kv: -kv[1][2])[: args.top]:
-            print(f"  {tt / total * 100:5.1f} %  {nc / max(chunks, 1):7.2f}  {tt / max(chunks, 1) * 1e6:6.1f} µs  {short(func)}")
+            print(
+                f"  {tt / total * 100:5.1f} %  {nc / max(chunks, 1):7.2f}  {tt / max(chunks, 1) * 1e6:6.1f} µs  {short(func)}"
+            )
         if args.dump:
             prof.dump_stats(args.dump)
 

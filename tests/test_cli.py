@@ -80,7 +80,14 @@ def test_say_prints_the_usage_line(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_demo_prints_the_usage_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["demo", "Hello there. How can I help you today?", "--out", str(tmp_path / "d.wav"), "--voice", "tone"]
+    args = [
+        "demo",
+        "Hello there. How can I help you today?",
+        "--out",
+        str(tmp_path / "d.wav"),
+        "--voice",
+        "tone",
+    ]
     assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("usage: "))
     assert line.startswith("usage: 1 turn (done 1): ") and " billed, " in line and " heard; " in line

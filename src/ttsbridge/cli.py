@@ -180,7 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-
 def _add_say(sub: Any) -> None:  # argparse's _SubParsersAction
     say = sub.add_parser(
         "say",
@@ -201,7 +200,6 @@ def _add_say(sub: Any) -> None:  # argparse's _SubParsersAction
     say.set_defaults(func=_say)
 
 
-
 def _add_emulator(sub: Any) -> None:  # argparse's _SubParsersAction
     emu = sub.add_parser("emulator", help="run the local emulator of both APIs")
     emu.add_argument("--host", default="127.0.0.1")
@@ -213,12 +211,10 @@ def _add_emulator(sub: Any) -> None:  # argparse's _SubParsersAction
     emu.set_defaults(func=_emulator)
 
 
-
 def _add_voices(sub: Any) -> None:  # argparse's _SubParsersAction
     voices = sub.add_parser("voices", help="list Nineninesix voices (Kitta has no voice listing)")
     _target_opts(voices)
     voices.set_defaults(func=_voices, parser=voices)
-
 
 
 def _add_demo(sub: Any) -> None:  # argparse's _SubParsersAction

@@ -91,8 +91,12 @@ def _cache_opts(sp: argparse.ArgumentParser) -> None:
     where = sp.add_mutually_exclusive_group(required=True)
     where.add_argument("--sqlite", metavar="PATH", help="the SQLite file the workers share")
     where.add_argument("--redis", metavar="URL", help="redis://host:6379/0 (a password in it is never shown)")
-    sp.add_argument("--max-bytes", type=int, default=512 << 20, help="SQLite: bound in bytes (default 512 MiB)")
-    sp.add_argument("--ttl", type=float, default=7 * 86400.0, help="Redis: entry lifetime, s (default 7 days)")
+    sp.add_argument(
+        "--max-bytes", type=int, default=512 << 20, help="SQLite: bound in bytes (default 512 MiB)"
+    )
+    sp.add_argument(
+        "--ttl", type=float, default=7 * 86400.0, help="Redis: entry lifetime, s (default 7 days)"
+    )
 
 
 def _add_cache(sub: Any) -> None:  # argparse's _SubParsersAction
@@ -106,9 +110,14 @@ def _add_cache(sub: Any) -> None:  # argparse's _SubParsersAction
     )
     warm.add_argument("text", nargs="*", help="phrases to warm")
     warm.add_argument("--file", "-f", help="a file of phrases, one a line ('#' lines skipped)")
-    warm.add_argument("--sample-rate", type=int, default=24000, help="the workers' output rate (default: 24000)")
     warm.add_argument(
-        "--encoding", choices=("pcm_s16le", "pcm_mulaw", "pcm_alaw"), default="pcm_s16le", help="wire encoding"
+        "--sample-rate", type=int, default=24000, help="the workers' output rate (default: 24000)"
+    )
+    warm.add_argument(
+        "--encoding",
+        choices=("pcm_s16le", "pcm_mulaw", "pcm_alaw"),
+        default="pcm_s16le",
+        help="wire encoding",
     )
     warm.add_argument(
         "--option",
@@ -118,7 +127,8 @@ def _add_cache(sub: Any) -> None:  # argparse's _SubParsersAction
         help="a provider option the workers set (keyed): language=en, speed=1.1, emotion=happy... (repeatable)",
     )
     warm.add_argument(
-        "--scope", help="the workers' PhraseCache(scope=...), when they set one (default: a digest of the key)"
+        "--scope",
+        help="the workers' PhraseCache(scope=...), when they set one (default: a digest of the key)",
     )
     _cache_opts(warm)
     _target_opts(warm)

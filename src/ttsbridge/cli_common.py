@@ -56,12 +56,8 @@ def _provider(args: argparse.Namespace, base_url: str, key: str | None, emu: Any
 def _target_opts(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--provider", choices=NAMES, default=NAMES[0])
     sp.add_argument("--api-key", help="API key (default: $NINENINESIX_API_KEY / $KITTA_API_KEY)")
-    sp.add_argument(
-        "--base-url", help="service URL; with neither key nor URL the built-in emulator is used"
-    )
-    sp.add_argument(
-        "--emulator", action="store_true", help="use the built-in emulator even if a key is set"
-    )
+    sp.add_argument("--base-url", help="service URL; with neither key nor URL the built-in emulator is used")
+    sp.add_argument("--emulator", action="store_true", help="use the built-in emulator even if a key is set")
     sp.add_argument("--voice", help="voice id (default: the service's default voice)")
     sp.add_argument(
         "--realtime-factor",

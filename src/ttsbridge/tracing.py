@@ -176,7 +176,8 @@ class TurnRecord:
             "model": self._described.get("model"),
             "voice": self._described.get("voice"),
             "request_id": turn.id if turn is not None else None,
-            "wire_format": (turn.wire_format if turn is not None else "") or self._described.get("wire_format"),
+            "wire_format": (turn.wire_format if turn is not None else "")
+            or self._described.get("wire_format"),
             "characters_sent": turn.characters_sent if turn is not None else self._characters_sent(),
             "ttfa": self.ttfa,
             "retries": turn.retries if turn is not None else 0,

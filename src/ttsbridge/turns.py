@@ -270,7 +270,9 @@ class TurnProvider(abc.ABC, Generic[OptionsT]):
         The default runs one turn; providers with a better one-shot transport (Nineninesix ``POST /tts/sse``)
         override it. Used by LiveKit's ``ChunkedStream`` and Pipecat's HTTP service.
         """
-        return Synthesis(lambda synthesis: self._synthesize_on_a_turn(synthesis, text, sample_rate, overrides))
+        return Synthesis(
+            lambda synthesis: self._synthesize_on_a_turn(synthesis, text, sample_rate, overrides)
+        )
 
     async def _synthesize_on_a_turn(
         self, synthesis: Synthesis, text: str, sample_rate: int, overrides: dict[str, Any]

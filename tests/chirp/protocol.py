@@ -79,7 +79,6 @@ class ChirpProtocol(TurnProtocol):
             self._send(json.dumps({"turn": turn_id, "cancel": True}))
             self._emit(TurnDone(turn_id, cancelled=True))
 
-
     def wire_format(self) -> str:
         return f"pcm@{RATE}"
 

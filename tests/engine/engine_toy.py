@@ -84,7 +84,6 @@ class ToyProtocol(TurnProtocol):
         self.turns[turn_id] = "open"
         return None
 
-
     def send_text(self, turn_id: str, text: str, now: float) -> None:
         self._send(json.dumps({"turn": turn_id, "text": text}))
         self.owed_since.setdefault(turn_id, now)

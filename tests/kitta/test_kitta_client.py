@@ -46,7 +46,9 @@ async def speak(
 async def raw_turn(provider: KittaTurnProvider, request_id: str | None = None) -> EngineTurn:
     """A turn on a fresh session whose sends are not flushed (the protocol's default request), at the
     server's rate: the engine's turn over the provider's dialer, as the provider opens one."""
-    turn = EngineTurn(provider.dialer, KittaRequest(), turn_id=request_id or str(uuid.uuid4()), sample_rate=24000)
+    turn = EngineTurn(
+        provider.dialer, KittaRequest(), turn_id=request_id or str(uuid.uuid4()), sample_rate=24000
+    )
     return await turn.open()
 
 

@@ -252,7 +252,10 @@ async def test_strict_start(
 
 async def test_the_pages_example_start_speaks(kemu: Emulator, url: str, kitta_key: str) -> None:
     # the page's `start` example as printed: its voice_id and model are a known voice of the emulator
-    assert (KITTA_EXAMPLE_VOICE_ID, KITTA_EXAMPLE_MODEL) == ("00000000-0000-0000-0000-000000000000", "fishaudio-s21pro-flash")
+    assert (KITTA_EXAMPLE_VOICE_ID, KITTA_EXAMPLE_MODEL) == (
+        "00000000-0000-0000-0000-000000000000",
+        "fishaudio-s21pro-flash",
+    )
     async with authed(url, kitta_key) as r:
         ready = await r.start("r-page", voice_id=KITTA_EXAMPLE_VOICE_ID, model=KITTA_EXAMPLE_MODEL)
         assert ready["event"] == "ready"
@@ -472,7 +475,14 @@ def test_fault_spec_parsing() -> None:
         2,
     )
     assert parse_kitta_fault("close=1013").close_code == 1013
-    for bad in ("explode", "close=1006", "error", "error=x:sometimes", "stall:after_audio", "delay=1:after_audio"):
+    for bad in (
+        "explode",
+        "close=1006",
+        "error",
+        "error=x:sometimes",
+        "stall:after_audio",
+        "delay=1:after_audio",
+    ):
         with pytest.raises(ValueError):
             parse_kitta_fault(bad)
 

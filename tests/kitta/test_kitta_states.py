@@ -172,7 +172,9 @@ def test_a_retryable_failure_yields_the_next_attempt_held_for_its_backoff() -> N
     nxt.open_turn(plan.turn_id, plan.request, 10.0)
     assert nxt.turn_id == f"{RID}.r1" and not nxt.accepts_turn
     failed = p.events_received()[0]
-    assert failed == TurnFailed(RID, p.error) and failed.retry is plan  # that attempt failed; the turn goes on
+    assert (
+        failed == TurnFailed(RID, p.error) and failed.retry is plan
+    )  # that attempt failed; the turn goes on
     facts = nxt.facts
     assert facts is p.facts and facts is not None
     assert facts.retries == 1 and facts.ids == [RID, f"{RID}.r1"] and facts.outcome is None

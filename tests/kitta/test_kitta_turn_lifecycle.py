@@ -223,7 +223,9 @@ def test_server_text_echoing_the_key_is_masked(tone_options: Any) -> None:
     assert closed is not None and key not in str(closed)
 
 
-async def test_the_provider_masks_its_key_in_server_texts(make_provider: MakeProvider, kitta_key: str) -> None:
+async def test_the_provider_masks_its_key_in_server_texts(
+    make_provider: MakeProvider, kitta_key: str
+) -> None:
     provider = make_provider(standby=False)
     proto = provider.endpoint.protocol(provider.options.start_request(), "r3")
     assert proto.secrets == (kitta_key,)

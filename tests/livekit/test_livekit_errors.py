@@ -443,7 +443,9 @@ async def test_synthesize_cut_after_audio_still_delivers_every_event_received(em
     assert sent - 0.002 <= got <= sent + 0.012, (got, sent)
 
 
-async def test_synthesize_given_up_by_its_own_timeout_still_delivers_every_event_received(emu: Emulator) -> None:
+async def test_synthesize_given_up_by_its_own_timeout_still_delivers_every_event_received(
+    emu: Emulator,
+) -> None:
     # The server stalls mid-body: the plugin's timeout gives the synthesis up. The resampler (22050 -> 24000
     # Hz) still holds its filter's tail of the audio received (~18 ms): it is delivered before the error.
     t = make_tts(emu)

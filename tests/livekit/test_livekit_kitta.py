@@ -296,4 +296,3 @@ async def test_a_turn_failing_after_audio_still_delivers_every_frame_received(
     got = sum(e.frame.duration for e in events)
     # (+10 ms: LiveKit ends a segment whose audio its flush timer already sent with a 10 ms silent marker)
     assert sent - 0.002 <= got <= sent + 0.012, (got, sent)
-

@@ -79,7 +79,9 @@ async def test_livekit_barge_in_then_the_next_stream_speaks(env: Env) -> None:
         await t.aclose()
 
 
-async def test_livekit_a_handshake_that_never_comes_is_an_api_timeout_within_the_turns_timeout(env: Env) -> None:
+async def test_livekit_a_handshake_that_never_comes_is_an_api_timeout_within_the_turns_timeout(
+    env: Env,
+) -> None:
     """LiveKit's ``test_tts_stream_timeout`` on every provider: TCP accepted, the upgrade never answered."""
     async with SilentServer() as srv:
         provider = env.turn_provider(srv.url)

@@ -39,7 +39,9 @@ async def test_stream_span_carries_our_attributes(emu: Emulator, spans: InMemory
     assert first["ttsbridge.retries"] == 1  # inside one LiveKit attempt
     assert first["ttsbridge.voice"] == TONE_VOICE_ID
     assert first["gen_ai.request.model"] == t.model
-    assert first["ttsbridge.wire_format"] == t.turn_provider.describe(sample_rate=t.sample_rate)["wire_format"]
+    assert (
+        first["ttsbridge.wire_format"] == t.turn_provider.describe(sample_rate=t.sample_rate)["wire_format"]
+    )
     assert first["ttsbridge.characters_sent"] >= len(S1)
     assert first["gen_ai.response.time_to_first_chunk"] > 0
     assert first["ttsbridge.outcome"] == "done"
@@ -79,7 +81,9 @@ async def test_closed_stream_span_says_cancelled(emu: Emulator, spans: InMemoryS
     assert "ttsbridge.error_code" not in attrs(run)
 
 
-async def test_failed_stream_span_says_failed_with_the_code(emu: Emulator, spans: InMemorySpanExporter) -> None:
+async def test_failed_stream_span_says_failed_with_the_code(
+    emu: Emulator, spans: InMemorySpanExporter
+) -> None:
     emu.add_fault(Fault(trigger="Hello there", action="error", error_code="generation_failed"))
     t = make_tts(emu)
     try:

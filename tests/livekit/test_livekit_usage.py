@@ -83,7 +83,9 @@ async def test_a_barged_in_stream_emits_one_cancelled_metrics_with_the_bill(
     assert metrics.request_id == first.request_id
     assert metrics.metadata is not None and metrics.metadata.model_provider == t.provider
     if provider == "kitta":  # the segments with audio: S1 only (S2's was refunded or never generated)
-        assert metrics.characters_count == usage.characters_billed == emu.stats.kitta_units_committed == len(S1)
+        assert (
+            metrics.characters_count == usage.characters_billed == emu.stats.kitta_units_committed == len(S1)
+        )
     else:  # "all text sent for the context is billed"
         billed = emu.stats.credits_charged - emu.stats.credits_refunded
         assert metrics.characters_count == usage.characters_billed == billed > 0

@@ -45,6 +45,7 @@ def ignore_close(conn: ServerConnection) -> None:
 #: how many client messages a server keeps for the tests that look at them
 MESSAGES_KEPT = 1000
 
+
 @dataclass
 class LoopbackServer:
     """``async with LoopbackServer("nineninesix" | "kitta") as srv:`` then ``srv.base_url``.

@@ -71,6 +71,8 @@ async def test_key_never_in_repr() -> None:
     protocol = provider.endpoint.protocol(NineninesixOptions().output_format(24000))
     for obj in (provider, provider.dialer, provider.dialer.pool, provider.http, provider._dialers, protocol):
         assert "supersecret" not in repr(obj)
-    assert "supersecret" not in repr(provider.endpoint) and "supersecret" not in repr(protocol.connect_request())
+    assert "supersecret" not in repr(provider.endpoint) and "supersecret" not in repr(
+        protocol.connect_request()
+    )
     assert "supersecret" in protocol.connect_request().url  # the spec puts it there; it must stay out of logs
     await provider.aclose()

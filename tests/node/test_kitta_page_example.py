@@ -112,7 +112,9 @@ async def test_the_pages_node_example_writes_a_decodable_mp3(
     assert re.search(r"units: 27\b", out.decode()), report  # the finish event's units: the text's characters
     mp3 = (tmp_path / "realtime-output.mp3").read_bytes()
     pcm = decode_mp3(mp3)
-    if voice_id == TONE_VOICE_ID or not speech_available():  # the page's voice speaks like tone without eSpeak
+    if (
+        voice_id == TONE_VOICE_ID or not speech_available()
+    ):  # the page's voice speaks like tone without eSpeak
         expected = round(tone_duration(SPOKEN) * RATE) + MP3_PRIMING
         assert abs(pcm.size - expected) <= MP3_FRAME, (pcm.size, expected)
         assert dominant_frequency(pcm.tobytes(), RATE) == pytest.approx(tone_frequency(SPOKEN), abs=15)

@@ -30,7 +30,9 @@ S2 = "Your order left the warehouse this morning."
 S3 = "It should arrive by Friday afternoon."
 
 #: Bound on one pipeline run; every test finishes far below it.
-RUN_TIMEOUT = 45.0  # a hang bound, not a timing: the 40-sentence turn takes ~7 s alone, 20+ s on a loaded machine
+RUN_TIMEOUT = (
+    45.0  # a hang bound, not a timing: the 40-sentence turn takes ~7 s alone, 20+ s on a loaded machine
+)
 
 
 def make_tts(emu: Emulator, **kwargs: Any) -> NineninesixTTSService:

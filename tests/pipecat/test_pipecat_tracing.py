@@ -66,10 +66,14 @@ def server_contexts(emu: Emulator) -> list[str]:
 
 
 def transcripts_of(emu: Emulator, context_id: str) -> str:
-    return "".join(m.get("transcript", "") for _, m in emu.stats.messages if m.get("context_id") == context_id)
+    return "".join(
+        m.get("transcript", "") for _, m in emu.stats.messages if m.get("context_id") == context_id
+    )
 
 
-async def test_websocket_turn_is_one_tts_span_with_pipecat_and_our_attributes(emu: Emulator, spans: InMemorySpanExporter) -> None:
+async def test_websocket_turn_is_one_tts_span_with_pipecat_and_our_attributes(
+    emu: Emulator, spans: InMemorySpanExporter
+) -> None:
     emu.add_fault(Fault(trigger="Hello there", action="error", error_code="concurrent_limit"))
     tts = make_tts(emu)
     probe = Probe()
@@ -100,7 +104,9 @@ async def test_websocket_turn_is_one_tts_span_with_pipecat_and_our_attributes(em
     assert "ttsbridge.error_code" not in first
 
 
-async def test_http_turn_is_one_tts_span_adding_up_its_requests(emu: Emulator, spans: InMemorySpanExporter) -> None:
+async def test_http_turn_is_one_tts_span_adding_up_its_requests(
+    emu: Emulator, spans: InMemorySpanExporter
+) -> None:
     tts = NineninesixHttpTTSService(
         emu.api_key, base_url=emu.base_url, settings=NineninesixHttpTTSService.Settings(voice=TONE_VOICE_ID)
     )

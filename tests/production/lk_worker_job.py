@@ -18,7 +18,10 @@ VOICE = "tone"
 
 def _nns(**kw: object) -> nineninesix.TTS:
     return nineninesix.TTS(
-        os.environ["TTSB_TEST_NNS_KEY"], base_url=os.environ["TTSB_TEST_URL"], voice=VOICE, **kw  # type: ignore[arg-type]
+        os.environ["TTSB_TEST_NNS_KEY"],
+        base_url=os.environ["TTSB_TEST_URL"],
+        voice=VOICE,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -49,7 +52,10 @@ async def entrypoint(ctx: JobContext) -> None:
         assert await _turn(agent_tts) > 0
     # a FallbackAdapter of two of ours (settings that differ: two pools), each prewarmed; its aclose() leaves
     # its children open, as LiveKit's does
-    first, second = _nns(client_options={"receive_timeout": 14.0}), _nns(client_options={"receive_timeout": 13.0})
+    first, second = (
+        _nns(client_options={"receive_timeout": 14.0}),
+        _nns(client_options={"receive_timeout": 13.0}),
+    )
     adapter = tts.FallbackAdapter([first, second])
     adapter.prewarm()
     second.prewarm()

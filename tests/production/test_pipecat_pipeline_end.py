@@ -42,7 +42,9 @@ def _service(emu: Emulator, provider: str) -> Any:
             emu.api_key, base_url=emu.base_url, settings=NineninesixTTSService.Settings(voice=TONE_VOICE_ID)
         )
     return KittaTTSService(
-        emu.api_key_for("kitta"), base_url=emu.base_url, settings=KittaTTSService.Settings(voice=TONE_VOICE_ID)
+        emu.api_key_for("kitta"),
+        base_url=emu.base_url,
+        settings=KittaTTSService.Settings(voice=TONE_VOICE_ID),
     )
 
 

@@ -57,7 +57,9 @@ async def speak_everywhere(emu: Emulator, **proxy: Any) -> dict[str, int]:
     try:
         out["websocket"] = len(await one_turn(nns))
         out["sse"] = len(b"".join([pcm async for pcm in nns.synthesize("Hello there.", sample_rate=24000)]))
-        out["bytes"] = len(await asyncio.wait_for(nns.http.tts_bytes("Hello there.", voice=TONE_VOICE_ID), BOUND))
+        out["bytes"] = len(
+            await asyncio.wait_for(nns.http.tts_bytes("Hello there.", voice=TONE_VOICE_ID), BOUND)
+        )
         out["voices"] = len(await asyncio.wait_for(nns.http.list_voices(), BOUND))
         out["kitta"] = len(await one_turn(kitta))
     finally:
@@ -66,7 +68,9 @@ async def speak_everywhere(emu: Emulator, **proxy: Any) -> dict[str, int]:
     return out
 
 
-async def test_every_surface_over_tls_with_a_ca_from_ssl_cert_file(tls_emulator: Emulator, trust_ca: Path) -> None:
+async def test_every_surface_over_tls_with_a_ca_from_ssl_cert_file(
+    tls_emulator: Emulator, trust_ca: Path
+) -> None:
     assert tls_emulator.base_url.startswith("https://")
     got = await speak_everywhere(tls_emulator)
     assert all(got[s] > 0 for s in SURFACES), got
@@ -92,7 +96,9 @@ async def test_wss_proxy_is_read_for_the_websockets(
     async with ConnectProxy() as proxy:
         monkeypatch.setenv("WSS_PROXY", proxy.url)
         nns = NineninesixTurnProvider(
-            tls_emulator.api_key, base_url=tls_emulator.base_url, options=NineninesixOptions(voice=TONE_VOICE_ID)
+            tls_emulator.api_key,
+            base_url=tls_emulator.base_url,
+            options=NineninesixOptions(voice=TONE_VOICE_ID),
         )
         try:
             assert await one_turn(nns)
@@ -134,7 +140,9 @@ async def test_an_untrusted_certificate_is_a_typed_permanent_error_naming_the_ho
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)  # the system store: it does not know the test CA
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     key = tls_emulator.api_key
-    nns = NineninesixTurnProvider(key, base_url=tls_emulator.base_url, options=NineninesixOptions(voice=TONE_VOICE_ID))
+    nns = NineninesixTurnProvider(
+        key, base_url=tls_emulator.base_url, options=NineninesixOptions(voice=TONE_VOICE_ID)
+    )
     kitta = KittaTurnProvider(
         tls_emulator.api_key_for("kitta"),
         base_url=tls_emulator.base_url,

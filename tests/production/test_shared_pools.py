@@ -132,6 +132,7 @@ async def test_closing_one_instance_mid_turn_cancels_only_its_turn(emulator: Emu
         reading_b = asyncio.ensure_future(one_turn(b, "The other provider speaks on. "))
         await emulator.wait_until(lambda: emulator.stats.contexts_started == 2)
         await asyncio.wait_for(a.aclose(), 5)
+
         async def drain() -> None:
             async for _ in turn_a:
                 pass

@@ -47,9 +47,7 @@ def make_livekit(
                      client_options={**KITTA_CLIENT, **(options or {})})  # fmt: skip
 
 
-async def livekit_turn(
-    tts: Any, n: int, *, cancel_after: int | None = None, timeout: float = 5.0
-) -> Outcome:
+async def livekit_turn(tts: Any, n: int, *, cancel_after: int | None = None, timeout: float = 5.0) -> Outcome:
     from livekit.agents import APIConnectOptions, APIError
 
     chunks: list[bytes] = []

@@ -41,7 +41,9 @@ def seconds(name: str, value: Any, *, zero: bool = False) -> float:
     """``value`` as seconds (> 0, or >= 0 with ``zero``), else a typed error naming ``name``."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # (not NaN)
     if not ok or value < 0 or (value == 0 and not zero):
-        raise TTSInvalidOptionError(name, value, "a number of seconds >= 0" if zero else "a number of seconds > 0")
+        raise TTSInvalidOptionError(
+            name, value, "a number of seconds >= 0" if zero else "a number of seconds > 0"
+        )
     return float(value)
 
 
@@ -191,7 +193,11 @@ class SQLiteBackend(CacheBackend):
 
     def _get(self, key: str) -> bytes | None:
         with self._reader.lock:
-            row = self._connect(self._reader).execute("SELECT entry FROM phrases WHERE key = ?", (key,)).fetchone()
+            row = (
+                self._connect(self._reader)
+                .execute("SELECT entry FROM phrases WHERE key = ?", (key,))
+                .fetchone()
+            )
         return bytes(row[0]) if row is not None else None
 
     def _flush_touches(self, conn: sqlite3.Connection) -> None:

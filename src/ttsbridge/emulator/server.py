@@ -36,7 +36,9 @@ class Emulator:
     port) and serves until the block ends. Everything in ``emu.config`` is read live.
     """
 
-    def __init__(self, config: EmulatorConfig | None = None, *, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, config: EmulatorConfig | None = None, *, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.config = config if config is not None else EmulatorConfig()
         #: Serve TLS (``https://`` and ``wss://``) with this server context (a test CA's certificate).
         self.ssl_context = ssl_context

@@ -65,9 +65,9 @@ KITTA_EXAMPLE_VOICE_ID = "00000000-0000-0000-0000-000000000000"
 KITTA_EXAMPLE_MODEL = "fishaudio-s21pro-flash"
 
 
-
 class VoiceNotFoundError(KeyError):
     """No voice with that id."""
+
 
 # --- voices -------------------------------------------------------------------------------------------------
 

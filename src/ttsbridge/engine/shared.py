@@ -52,11 +52,17 @@ class _Entry(Generic[R]):
     __slots__ = ("_loop", "close", "closed", "key", "refs", "resource", "task")
 
     def __init__(
-        self, key: Hashable, resource: R, loop: asyncio.AbstractEventLoop, close: Callable[[R], Awaitable[None]]
+        self,
+        key: Hashable,
+        resource: R,
+        loop: asyncio.AbstractEventLoop,
+        close: Callable[[R], Awaitable[None]],
     ) -> None:
         self.key = key
         self.resource = resource
-        self._loop = weakref.ref(loop)  # (the registry is keyed by the loop weakly: an entry must not hold it)
+        self._loop = weakref.ref(
+            loop
+        )  # (the registry is keyed by the loop weakly: an entry must not hold it)
         self.close = close
         self.refs = 0
         self.closed = False

@@ -104,7 +104,9 @@ class EngineTurn(TurnView):
 
     async def open(self) -> EngineTurn:
         """Dial and open the first attempt (its first frames written, or queued until the link is up)."""
-        link, self._reused = await self._dialer.dial(self._id, self._request, retry=False, timeout=self.timeout)
+        link, self._reused = await self._dialer.dial(
+            self._id, self._request, retry=False, timeout=self.timeout
+        )
         await self._attach(link, self._id, self._request)
         return self
 
@@ -158,7 +160,9 @@ class EngineTurn(TurnView):
         self._end = event
         self.first_audio_or_done.set()
         if self._link is not None:
-            self._dialer.hang_up(self._link, TurnDone(event.turn_id, cancelled=True) if self._cancelled else event)
+            self._dialer.hang_up(
+                self._link, TurnDone(event.turn_id, cancelled=True) if self._cancelled else event
+            )
         callbacks, self._callbacks = self._callbacks, []
         for fn in callbacks:
             try:

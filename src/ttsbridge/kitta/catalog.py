@@ -59,8 +59,6 @@ def resolve_api_key(api_key: str | None) -> str:
     return _keys.resolve_api_key(api_key, env=API_KEY_ENV, what="a Kitta API key").strip()
 
 
-
-
 def build_url(base_url: str) -> str:
     """``base_url`` -> the ``/v2/tts/live`` WebSocket URL (http -> ws, https -> wss). A key in the URL is
     refused (:class:`TTSInvalidOptionError`): Kitta keys never travel in a URL."""

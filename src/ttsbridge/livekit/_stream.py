@@ -307,4 +307,3 @@ class _Attempt:
                 playout = None  # no more holds in this turn (never pace audio already received)
         if timer is not None and opened.done and not self.cancelled:  # completed, not cut short
             self._emit_words(timer.end_segment())  # the rest by the real duration; calibrates the rate
-

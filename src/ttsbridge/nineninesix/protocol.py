@@ -294,7 +294,9 @@ class NineninesixProtocol(ServerFrames, TurnProtocol):
 
     # --- transitions --------------------------------------------------------------------------------------
 
-    def _move(self, facts: ContextFacts, event: Input, now: float, error: TTSBridgeError | None = None) -> bool:
+    def _move(
+        self, facts: ContextFacts, event: Input, now: float, error: TTSBridgeError | None = None
+    ) -> bool:
         """Apply :data:`~.states.TRANSITIONS`; on a terminal state, drop the context and emit its end (a failure
         with its retry, when :func:`~.facts.plan_retry` plans one)."""
         new = next_state(facts.state, event)

@@ -47,7 +47,9 @@ class ServerFrames:
     def _withdraw(self, facts: ContextFacts) -> bool:
         raise NotImplementedError
 
-    def _move(self, facts: ContextFacts, event: Input, now: float, error: TTSBridgeError | None = None) -> bool:
+    def _move(
+        self, facts: ContextFacts, event: Input, now: float, error: TTSBridgeError | None = None
+    ) -> bool:
         raise NotImplementedError
 
     def receive(self, frame: str | bytes, now: float) -> None:
@@ -183,4 +185,3 @@ class ServerFrames:
             return
         logger.warning("%s (context %s)", err, cid)
         self._move(facts, Input.MALFORMED, now, err)
-

@@ -118,7 +118,9 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
             record.cache = getattr(audio, "cache", None)
             self._trace(context_id, record)
         except Exception as exc:
-            if not billed:  # a miss that failed was sent (and billed by the server's rules), as without a cache
+            if (
+                not billed
+            ):  # a miss that failed was sent (and billed by the server's rules), as without a cache
                 await self._bill_known(text, audio)
             self._clocks.pop(context_id, None)
             record.cache = getattr(audio, "cache", None)

@@ -138,7 +138,9 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         def take_held(max_bytes: int) -> bytes:
             return b"" if state.cancelled else take_ready(max_bytes)
 
-        hold = state.hold  # ends at once when the turn's end is known (no more chunks to wait for), or barge-in
+        hold = (
+            state.hold
+        )  # ends at once when the turn's end is known (no more chunks to wait for), or barge-in
         state.turn.add_done_callback(lambda _turn: hold.release())
         async for pcm in state.turn:
             if state.cancelled:
@@ -160,7 +162,9 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             if (
                 2 * n <= limit
                 and playout.hold(loop_time())
-                and not await hold_while_ahead(playout, loop_time, hold, take_held, out, hold_limit, bytes_per_s)
+                and not await hold_while_ahead(
+                    playout, loop_time, hold, take_held, out, hold_limit, bytes_per_s
+                )
             ):
                 playout = None  # no more holds in this turn (never pace audio already received)
 
@@ -173,7 +177,9 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
         phone = self._playback()
         start_s = clock.audio_seconds
         if phone is None:
-            await self.append_to_audio_context(context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id))
+            await self.append_to_audio_context(
+                context_id, TTSAudioRawFrame(pcm, rate, 1, context_id=context_id)
+            )
         now = time.monotonic()
         if state.first_audio_at is None:
             state.first_audio_at = now

@@ -81,6 +81,7 @@ class SpeechRate:
         self._chars = 0.0
         self._seconds = 0.0
 
+
 # --- units -----------------------------------------------------------------------------------------------
 
 _SPACE, _ATTACH, _SPLIT, _LETTER = range(4)

@@ -38,6 +38,7 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
         re.compile(r"[-+−(\[$€£¥₹#]*\(?\d[\d.,:/()\-–]*\)?|[$€£¥₹]|[A-Z]{3}"),
     )
 
+
 #: What closes a clause: a piece ending in it (and whitespace) is complete.
 _CLOSING = ".!?;:,…\"')]»”’"
 

@@ -93,7 +93,14 @@ class TTS(PluginTTS[KittaOptions]):
             key, base_url=base_url, options=options, standby=standby, **(client_options or {})
         )
         super().__init__(
-            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache,
+            provider,
+            key,
+            base_url,
+            sample_rate,
+            word_timestamps,
+            tokenizer,
+            text_pacing,
+            phrase_cache,
             normalize_text,
         )
 

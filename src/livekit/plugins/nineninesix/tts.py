@@ -111,7 +111,14 @@ class TTS(PluginTTS[NineninesixOptions]):
             key, base_url=base_url, options=options, http_session=session, **(client_options or {})
         )
         super().__init__(
-            provider, key, base_url, sample_rate, word_timestamps, tokenizer, text_pacing, phrase_cache,
+            provider,
+            key,
+            base_url,
+            sample_rate,
+            word_timestamps,
+            tokenizer,
+            text_pacing,
+            phrase_cache,
             normalize_text,
         )
 
