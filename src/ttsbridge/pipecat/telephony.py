@@ -40,7 +40,7 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from loguru import logger
 from pipecat.frames.frames import (
@@ -74,7 +74,32 @@ from ttsbridge.policy.playback import (
 from ttsbridge.policy.words import TimedWord
 
 if TYPE_CHECKING:
-    from ttsbridge.pipecat._ws_audio import _TurnAudioService, _TurnState
+    from pipecat.clocks.base_clock import BaseClock
+
+    from ttsbridge.turns import Turn
+
+
+class SpokenTurn(Protocol):
+    """What :class:`ServicePlayback` reads of one of the service's open turns (its reader's state)."""
+
+    context_id: str
+    turn: Turn
+
+
+class SpeakingService(Protocol):
+    """What :class:`ServicePlayback` uses of the TTS service it is composed into (a ``TurnTTSService``): this
+    module names no class of the service's, so the service imports it and not the other way round."""
+
+    async def append_to_audio_context(self, context_id: str, frame: Frame) -> None: ...
+    def get_clock(self) -> BaseClock: ...
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]: ...
+    def _usage_by_carrier(self, context_id: str) -> None: ...
+    async def _playback_over(
+        self, context_id: str, *, completed: bool, heard_s: float | None = None
+    ) -> None: ...
+    def _stamp_segment_announcement(self, frame: Any) -> None: ...
+    def _apply_context_interruptible(self, frame: Frame) -> None: ...
+
 
 __all__ = [
     "CallPlayback",
@@ -550,7 +575,7 @@ class ServicePlayback:
 
     def __init__(
         self,
-        service: _TurnAudioService,
+        service: SpeakingService,
         call: CallPlayback,
         push: Callable[[Frame, FrameDirection], Awaitable[None]],
     ) -> None:
@@ -571,7 +596,7 @@ class ServicePlayback:
 
     # -- marks
 
-    def _reply(self, state: _TurnState) -> _Reply:
+    def _reply(self, state: SpokenTurn) -> _Reply:
         reply = self._replies.get(state.context_id)
         if reply is None or reply.ended:
             contexts = getattr(self._service, "_tts_contexts", {})
@@ -589,7 +614,7 @@ class ServicePlayback:
             reply.ended = True
 
     async def append_audio(
-        self, state: _TurnState, rate: int, pcm: bytes, start_s: float, words: Sequence[TimedWord]
+        self, state: SpokenTurn, rate: int, pcm: bytes, start_s: float, words: Sequence[TimedWord]
     ) -> None:
         """Append ``pcm`` (starting ``start_s`` into the reply) to the reply's audio context with a mark at each
         word start the word clock knows (and one at least every ``max_mark_spacing_s``), cutting the audio
