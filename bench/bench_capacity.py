@@ -59,8 +59,8 @@ HERE = Path(__file__).resolve()
 nan = float("nan")
 
 #: ~3.2 s of the emulator's tone voice (60 ms per character), one sentence, a 7-digit tag per turn.
-TURN_TEXT = "Okay {tag:07d}, I can help you with all of that today."
-WARM_TEXT = "Hi {tag:07d}."
+TURN_TEXT = "Okay {tag}, I can help you with all of that today."
+WARM_TEXT = "Hi {tag}."
 LADDER = (25, 50, 75, 100, 125, 150, 175, 200, 250, 300)
 QUICK_LADDER = (50, 100, 150, 200, 250)
 SYSTEMS = ("peer", "ours", "floor")
@@ -110,11 +110,11 @@ async def level(framework: str, which: str, emu: Any, n: int, pace: float, args:
     import floor_systems
     import overhead_systems
     from bench_overhead import Result, overheads, system
-    from overhead_systems import Scenario
+    from overhead_systems import Scenario, tag_word
 
     from ttsbridge.emulator import tone_duration
 
-    turn_audio = tone_duration(TURN_TEXT.format(tag=0))
+    turn_audio = tone_duration(TURN_TEXT.format(tag=tag_word(0)))
     turn_s = turn_audio / pace
     overhead_systems.TURN_BOUND = turn_s + args.turn_slack
     floor_systems.PACE = pace

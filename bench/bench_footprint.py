@@ -123,8 +123,8 @@ async def stream_child(framework: str, which: str, n: int, args: argparse.Namesp
 
     quiet_logs("CRITICAL")
     rss_start = rss_kib()  # (the bench harness only: the framework is imported below)
-    overhead_systems.TEXT = "Okay {tag:07d}, I can help you with all of that today."
-    turn_s = tone_duration(overhead_systems.TEXT.format(tag=0))
+    overhead_systems.TEXT = "Okay {tag}, I can help you with all of that today."
+    turn_s = tone_duration(overhead_systems.TEXT.format(tag=overhead_systems.tag_word(0)))
     async with emulator_process(0.05, 1.0, 0.0, 0.0) as emu:
         if args.pin and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
             os.sched_setaffinity(emu._proc.pid, {1})  # the server off the client's core

@@ -42,7 +42,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import re
 import statistics
 import sys
 import time
@@ -55,9 +54,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_peers import EmulatorProcess, emulator_process
 from floor_systems import FLOORS, RawStreams
-from overhead_systems import LEVELS, OURS_KWARGS, LiveKitStreams, PipecatStreams, Scenario, Streams, Turn, now
-
-TAG = re.compile(r"\b(\d{7})\b")
+from overhead_systems import (
+    LEVELS,
+    OURS_KWARGS,
+    TAG,
+    LiveKitStreams,
+    PipecatStreams,
+    Scenario,
+    Streams,
+    Turn,
+    now,
+    tag_of,
+)
 
 
 def rss_kib() -> int:
@@ -112,7 +120,7 @@ def overheads(turns: list[Turn], times: dict[str, list[Any]], res: Result, *, fl
     for t_req, t_chunk, text in times.values():
         m = TAG.search(text)
         if m and t_chunk is not None:
-            server[int(m.group(1))] = (t_req, t_chunk)
+            server[tag_of(m.group(1))] = (t_req, t_chunk)
     for t in turns:
         res.turns += 1
         res.audio_s += t.audio_s

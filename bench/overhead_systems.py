@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,13 +41,33 @@ def now() -> float:
 
 
 #: The turn's text, formatted with its tag (bench_capacity.py sets a longer one for ~3.2 s turns).
-TEXT = "Okay {tag:07d}, I can help you with that."
+TEXT = "Okay {tag}, I can help you with that."
+#: A tag in the server's record: ``tq`` and seven lowercase letters (:func:`tag_word`).
+TAG = re.compile(r"\btq([a-z]{7})\b")
+
+
+def tag_word(tag: int) -> str:
+    """``tag`` as a word of letters (``tq`` + 7 letters, base 26): a word the spoken-form normalizer leaves
+    as it is (a digit tag is read out by ours and not by the peer, and is no longer found in the record)."""
+    letters = []
+    for _ in range(7):
+        tag, r = divmod(tag, 26)
+        letters.append(chr(ord("a") + r))
+    return "tq" + "".join(reversed(letters))
+
+
+def tag_of(word: str) -> int:
+    """The tag of :func:`tag_word`'s seven letters (without ``tq``)."""
+    n = 0
+    for ch in word:
+        n = n * 26 + ord(ch) - ord("a")
+    return n
 
 
 def text_of(tag: int) -> str:
-    """The turn's text: a 7-digit tag (unique per turn, found again in the server's record), same length
+    """The turn's text: a tag word (unique per turn, found again in the server's record), same length
     for every turn (about 2.3 s of tone audio with the default :data:`TEXT`)."""
-    return TEXT.format(tag=tag)
+    return TEXT.format(tag=tag_word(tag))
 
 
 @dataclass
