@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from loguru import logger
 from pipecat.frames.frames import Frame, InterruptionFrame, TTSAudioRawFrame
@@ -18,12 +19,14 @@ from pipecat.services.tts_service import WebsocketTTSService
 
 from ttsbridge.pipecat._mixin import _TurnServiceMixin
 from ttsbridge.pipecat._usage import TurnUsageMixin
-from ttsbridge.pipecat.telephony import ServicePlayback, call_of
 from ttsbridge.policy.chunks import HoldWait, Playout, hold_while_ahead, joiner, pcm16_bytes
 from ttsbridge.policy.words import WordClock
 from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import TurnRecord
 from ttsbridge.turns import Turn
+
+if TYPE_CHECKING:
+    from ttsbridge.pipecat.telephony import ServicePlayback
 
 __all__: list[str] = []
 
@@ -289,6 +292,13 @@ class _TurnAudioService(TurnUsageMixin, _TurnServiceMixin, WebsocketTTSService):
             return None
         if worker is not self._phone_worker:  # looked up once per pipeline this service runs in
             self._phone_worker = worker
+            # A call needs a PlaybackAcks serializer, which imported the telephony module: without it
+            # there is no call, and the module is never imported (a service off the phone does not load it).
+            telephony = sys.modules.get("ttsbridge.pipecat.telephony")
+            if telephony is None:
+                self._phone = None
+                return None
+            ServicePlayback, call_of = telephony.ServicePlayback, telephony.call_of
             call = call_of(worker)
             self._phone = ServicePlayback(self, call, super().push_frame) if call is not None else None
         return self._phone
