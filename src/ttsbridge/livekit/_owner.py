@@ -16,6 +16,7 @@ from ttsbridge._redact import redact
 from ttsbridge.cache import CachedProvider
 from ttsbridge.livekit._usage import TurnUsageEvents
 from ttsbridge.policy.words import SpeechRate
+from ttsbridge.text.adapter import SpokenForm
 from ttsbridge.text.spans import Normalized
 from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.turns import TurnProvider
@@ -39,7 +40,7 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
     _logger: logging.Logger
     _secrets: tuple[str, ...]
     #: the voice normalizer (:mod:`ttsbridge.text`); None: text is sent as written
-    _normalizer: TextNormalizer | None
+    _spoken: SpokenForm
     #: Once a turn's audio is safely ahead of real-time playback (a server faster than real time), read it
     #: less often and push what arrived meanwhile as one buffer (:class:`~ttsbridge.policy.chunks.Playout`;
     #: the first audio is never held). ``False`` pushes every chunk as it comes.
@@ -51,19 +52,15 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
     @property
     def text_normalizer(self) -> TextNormalizer | None:
         """The voice normalizer (its ``lexicon`` may be changed at run time); None when it is off."""
-        return self._normalizer
+        return self._spoken.normalizer
 
     def _text_stream(self) -> StreamNormalizer:
         """A new turn's normalizer, for the provider's current voice and language (off: a pass-through)."""
-        if self._normalizer is None:
-            return StreamNormalizer(None)
-        options = self._turn_provider.options
-        return self._normalizer.stream(voice=options.voice, language=getattr(options, "language", None))
+        return self._spoken.stream()
 
     def spoken_form(self, text: str) -> Normalized:
         """A whole known text in its spoken form, with the map (``synthesize()``)."""
-        stream = self._text_stream()
-        return stream.push(text) + stream.flush()
+        return self._spoken.whole(text)
 
     def known_phrase_segments(self, text: str) -> list[str]:
         """How ``stream()`` sends a text known whole (``say()``): each sentence of the tokenizer, with a space
@@ -80,11 +77,9 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
 
     def _warm_normalizer(self) -> None:
         """Import the normalizer's rules now (prewarm), not on the first sentence that needs them."""
-        if self._normalizer is not None:
-            try:
-                self._normalizer.warm(getattr(self._turn_provider.options, "language", None))
-            except Exception as exc:  # never fails a prewarm: the first text imports what it needs
-                self._logger.warning("text normalizer warm-up failed: %s: %s", type(exc).__name__, exc)
+        failure = self._spoken.warm()  # (never fails a prewarm: the first text imports what it needs)
+        if failure is not None:
+            self._logger.warning("text normalizer warm-up failed: %s", failure)
 
     def _open_turn_kwargs(self) -> dict[str, Any]:
         """Per-turn overrides passed to ``open_turn`` (none by default; options live in the provider)."""

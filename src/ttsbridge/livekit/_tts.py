@@ -22,6 +22,7 @@ from ttsbridge.livekit._owner import StreamOwner
 from ttsbridge.livekit._stream import TurnSynthesizeStream
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate
 from ttsbridge.text import normalizer_from
+from ttsbridge.text.adapter import SpokenForm
 from ttsbridge.turns import TurnProvider
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class TurnTTS(StreamOwner):
         ):
             raise TTSInvalidOptionError("sample_rate", sample_rate, "an integer rate in Hz, 8000-96000")
         stream_pacer = _stream_pacer(text_pacing)
-        self._normalizer = normalizer_from(normalize_text)
+        self._spoken = SpokenForm(normalizer_from(normalize_text), lambda: self._turn_provider.options)
         super().__init__(
             capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=word_timestamps),
             sample_rate=sample_rate,

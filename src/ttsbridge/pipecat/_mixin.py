@@ -47,6 +47,7 @@ from ttsbridge.pipecat._aggregator import ClauseTokenAggregator
 from ttsbridge.pipecat._errors import classify
 from ttsbridge.policy.words import DEFAULT_CHARS_PER_SECOND, SpeechRate, TimedWord, WordClock
 from ttsbridge.text import normalizer_from
+from ttsbridge.text.adapter import SpokenForm
 from ttsbridge.text.stream import StreamNormalizer
 from ttsbridge.tracing import PIPECAT_NAMES, TurnRecord
 from ttsbridge.turns import TurnProvider
@@ -106,7 +107,7 @@ class _TurnServiceMixin:
         if not isinstance(word_timestamps, bool):
             raise TTSInvalidOptionError("word_timestamps", word_timestamps, "True or False")
         #: the voice normalizer (:mod:`ttsbridge.text`); None: text is sent as the LLM wrote it
-        self._normalizer = normalizer_from(normalize_text)
+        self._spoken = SpokenForm(normalizer_from(normalize_text), lambda: self._provider.options)
         #: False: no word-level TTSTextFrames (Pipecat commits each turn's text whole when its audio context
         #: has played; an interrupted turn's text is not committed). Saves Pipecat's per-word work.
         self._word_timestamps = word_timestamps
@@ -152,28 +153,21 @@ class _TurnServiceMixin:
     @property
     def text_normalizer(self) -> TextNormalizer | None:
         """The voice normalizer (its ``lexicon`` may be changed at run time); None when it is off."""
-        return self._normalizer
+        return self._spoken.normalizer
 
     def _text_stream(self) -> StreamNormalizer:
         """A new turn's normalizer, for the provider's current voice and language (off: a pass-through)."""
-        if self._normalizer is None:
-            return StreamNormalizer(None)
-        options = self._provider.options
-        return self._normalizer.stream(voice=options.voice, language=getattr(options, "language", None))
+        return self._spoken.stream()
 
     def spoken_form(self, text: str) -> str:
         """``text`` (a whole known text) as this service sends it (the phrase cache's key)."""
-        stream = self._text_stream()
-        return (stream.push(text) + stream.flush()).spoken
+        return self._spoken.whole(text).spoken
 
     def _warm_normalizer(self) -> None:
         """Import the normalizer's rules now (at start), not on the first sentence that needs them."""
-        if self._normalizer is not None:
-            options = self._provider.options
-            try:
-                self._normalizer.warm(getattr(options, "language", None))
-            except Exception as exc:  # never fails a start: the first text then imports what it needs
-                logger.warning(f"{self} text normalizer warm-up failed: {type(exc).__name__}: {exc}")
+        failure = self._spoken.warm()  # (never fails a start: the first text then imports what it needs)
+        if failure is not None:
+            logger.warning(f"{self} text normalizer warm-up failed: {failure}")
 
     def _phrase_known(self) -> bool:
         """``run_tts``' text is a whole utterance (a ``TTSSpeakFrame``) and the service has a phrase cache."""
