@@ -241,28 +241,8 @@ class EmulatedCarrier:
             self._stop_playback(now)
             self.hangup = self._hangup_record(now, "caller")
             self._drop_pending(now)
-        stop: dict[str, Any] | None = None
-        if c.carrier == "twilio":
-            stop = {
-                "event": "stop",
-                "sequenceNumber": str(next(self._seq)),
-                "streamSid": c.stream_id,
-                "stop": {"callSid": c.call_id},
-            }
-        elif c.carrier == "telnyx":
-            stop = {
-                "event": "stop",
-                "sequence_number": str(next(self._seq)),
-                "stream_id": c.stream_id,
-                "stop": {"call_control_id": c.call_id},
-            }
-        elif c.carrier == "exotel":
-            stop = {
-                "event": "stop",
-                "sequence_number": next(self._seq),
-                "stream_sid": c.stream_id,
-                "stop": {"call_sid": c.call_id, "reason": "callended"},
-            }
+        make_stop = _STOPS.get(c.carrier)  # (Plivo has no stop message: the socket just closes)
+        stop = make_stop(c, next(self._seq)) if make_stop is not None else None
         if stop is not None:
             self._post(now + c.network_delay_s, stop)
         self._post(now + c.network_delay_s, None)  # then the socket closes
@@ -629,4 +609,33 @@ _HANDSHAKES: dict[str, Callable[[CarrierConfig], list[dict[str, Any]]]] = {
     "telnyx": _telnyx_start,
     "exotel": _exotel_start,
     "plivo": _plivo_start,
+}
+
+
+# -- each carrier's ``stop`` (the caller hung up), from its media-stream docs
+
+
+def _twilio_stop(c: CarrierConfig, seq: int) -> dict[str, Any]:
+    return {
+        "event": "stop",
+        "sequenceNumber": str(seq),
+        "streamSid": c.stream_id,
+        "stop": {"callSid": c.call_id},
+    }
+
+
+def _telnyx_stop(c: CarrierConfig, seq: int) -> dict[str, Any]:
+    stop = {"call_control_id": c.call_id}
+    return {"event": "stop", "sequence_number": str(seq), "stream_id": c.stream_id, "stop": stop}
+
+
+def _exotel_stop(c: CarrierConfig, seq: int) -> dict[str, Any]:
+    stop = {"call_sid": c.call_id, "reason": "callended"}
+    return {"event": "stop", "sequence_number": seq, "stream_sid": c.stream_id, "stop": stop}
+
+
+_STOPS: dict[str, Callable[[CarrierConfig, int], dict[str, Any]]] = {
+    "twilio": _twilio_stop,
+    "telnyx": _telnyx_stop,
+    "exotel": _exotel_stop,
 }
