@@ -75,9 +75,9 @@ class StreamOwner(TurnUsageEvents, tts.TTS):
             pieces[-1] = pieces[-1] + rest
         return [p for p in pieces if p.sendable]
 
-    def _warm_normalizer(self) -> None:
+    async def _warm_normalizer(self) -> None:
         """Import the normalizer's rules now (prewarm), not on the first sentence that needs them."""
-        failure = self._spoken.warm()  # (never fails a prewarm: the first text imports what it needs)
+        failure = await self._spoken.warm()  # (never fails a prewarm: the first text imports what it needs)
         if failure is not None:
             self._logger.warning("text normalizer warm-up failed: %s", failure)
 

@@ -182,7 +182,6 @@ class TurnTTS(StreamOwner):
         self._prewarm_task = loop.create_task(self._prewarm(), name=f"{type(self).__name__}.prewarm")
 
     async def _prewarm(self) -> None:
-        self._warm_normalizer()
         try:
             await self._turn_provider.prewarm(sample_rate=self.sample_rate)
         except asyncio.CancelledError:
@@ -194,6 +193,7 @@ class TurnTTS(StreamOwner):
                 self._logger.warning("prewarm failed: %s", text)
         else:
             self._prewarm_failure = None
+        await self._warm_normalizer()  # after the connection: it never delays the socket
 
     async def aclose(self) -> None:
         """Close the streams, the prewarm, and let go of the shared connections (closed, 1000, once no other

@@ -47,7 +47,7 @@ class TurnHttpTTSService(_TurnServiceMixin, TTSService):
 
     async def start(self, frame: Frame) -> None:  # type: ignore[override]
         await super().start(frame)  # type: ignore[arg-type]
-        self._warm_normalizer()
+        await self._warm_normalizer()
         self._stopped = False
 
     async def stop(self, frame: EndFrame) -> None:

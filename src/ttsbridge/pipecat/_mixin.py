@@ -163,9 +163,11 @@ class _TurnServiceMixin:
         """``text`` (a whole known text) as this service sends it (the phrase cache's key)."""
         return self._spoken.whole(text).spoken
 
-    def _warm_normalizer(self) -> None:
+    async def _warm_normalizer(self) -> None:
         """Import the normalizer's rules now (at start), not on the first sentence that needs them."""
-        failure = self._spoken.warm()  # (never fails a start: the first text then imports what it needs)
+        failure = (
+            await self._spoken.warm()
+        )  # (never fails a start: the first text then imports what it needs)
         if failure is not None:
             logger.warning(f"{self} text normalizer warm-up failed: {failure}")
 

@@ -68,8 +68,8 @@ class TurnTTSService(_TurnAudioService):
 
     async def start(self, frame: Frame) -> None:  # type: ignore[override]
         await super().start(frame)  # type: ignore[arg-type]
-        self._warm_normalizer()
         await self._connect()
+        await self._warm_normalizer()  # after the connection: it never delays the socket
 
     async def stop(self, frame: EndFrame) -> None:
         # Pipecat waits for every audio context to finish playing before it disconnects; a turn whose LLM

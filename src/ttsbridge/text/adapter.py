@@ -3,6 +3,7 @@ current voice and language, a whole known text's spoken form, and the warm-up at
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -38,13 +39,15 @@ class SpokenForm:
         stream = self.stream()
         return stream.push(text) + stream.flush()
 
-    def warm(self) -> str | None:
-        """Import the rules now (at start), not on the first sentence that needs them; what failed, or None (a
-        warm-up never fails a start: the first text then imports what it needs)."""
+    async def warm(self) -> str | None:
+        """Import the rules now (at start), not on the first sentence that needs them, in a worker thread (the
+        libraries' imports take 100-200 ms: never on the event loop); what failed, or None (a warm-up never
+        fails a start: the first text then imports what it needs)."""
         if self.normalizer is None:
             return None
+        language = getattr(self.options(), "language", None)
         try:
-            self.normalizer.warm(getattr(self.options(), "language", None))
+            await asyncio.to_thread(self.normalizer.warm, language)
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
         return None

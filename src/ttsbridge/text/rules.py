@@ -519,14 +519,9 @@ class Rules:
         speech = self.speech
         assert speech is not None
         for m in self._free(_PERCENT.finditer(text)):
-            said = self._spoken_number(m.group("num"))
-            if said is None:
-                continue
-            spoken = said[1]
-            sign = m.group("sign")
-            if sign:
-                spoken = f"{speech.words['plus' if sign == '+' else 'minus']} {spoken}"
-            yield Edit(m.start(), m.end(), speech.percent(spoken), "percent")
+            spoken = self._signed_number(m)
+            if spoken is not None:
+                yield Edit(m.start(), m.end(), speech.percent(spoken), "percent")
 
     def _units(self, text: str) -> Iterator[Edit]:
         speech = self.speech
@@ -575,17 +570,21 @@ class Rules:
                 yield Edit(m.start(), m.end(), speech.fraction_of(n, d), "number")
 
     def _numbers(self, text: str) -> Iterator[Edit]:
+        for m in self._free(_NUMBER.finditer(text)):
+            spoken = self._signed_number(m)
+            if spoken is not None:
+                yield Edit(m.start(), m.end(), spoken, "number")
+
+    def _signed_number(self, m: re.Match[str]) -> str | None:
+        """A match's ``num`` read out, after its ``sign`` ("plus" / "minus") if it has one; None when the
+        number is not one the language reads."""
         speech = self.speech
         assert speech is not None
-        for m in self._free(_NUMBER.finditer(text)):
-            said = self._spoken_number(m.group("num"))
-            if said is None:
-                continue
-            spoken = said[1]
-            sign = m.group("sign")
-            if sign:
-                spoken = f"{speech.words['plus' if sign == '+' else 'minus']} {spoken}"
-            yield Edit(m.start(), m.end(), spoken, "number")
+        said = self._spoken_number(m.group("num"))
+        if said is None:
+            return None
+        sign = m.group("sign")
+        return f"{speech.words['plus' if sign == '+' else 'minus']} {said[1]}" if sign else said[1]
 
     def _acronyms(self, text: str) -> Iterator[Edit]:
         if _SHOUTING.search(text):
